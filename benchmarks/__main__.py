@@ -1,0 +1,19 @@
+"""`make bench`: every benchmark case, each printing `key=value` numbers.
+
+    python -m benchmarks [case ...]
+"""
+
+import sys
+
+from benchmarks import stack_startup
+
+CASES = {"stack_startup": stack_startup.main}
+
+
+def main(names):
+    for name in names or CASES:
+        CASES[name]()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

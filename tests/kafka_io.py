@@ -1,0 +1,52 @@
+"""Producing to and reading from the local broker in tests (kafka-python)."""
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from tests.processes import wait_until
+
+
+def produce(stack, topic, values, timestamps_ms=None, key=None):
+    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, max_request_size=2_000_000)
+    for index, value in enumerate(values):
+        producer.send(topic, value=value if isinstance(value, (bytes, type(None))) else value.encode(),
+                      key=key, timestamp_ms=timestamps_ms[index] if timestamps_ms else None)
+    producer.flush()
+    producer.close()
+
+
+def read_all(stack, topic, expected_count, timeout=90):
+    """Every record on `topic` once at least `expected_count` are there."""
+    consumer = KafkaConsumer(bootstrap_servers=stack.broker.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=1000)
+    partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    records = []
+
+    def enough():
+        records.extend(consumer)
+        return len(records) >= expected_count
+
+    try:
+        wait_until(enough, timeout, f"{expected_count} records on {topic}")
+        records.extend(consumer)  # and anything right behind them
+        return records
+    finally:
+        consumer.close()
+
+
+def end_offsets(stack, topic):
+    consumer = KafkaConsumer(bootstrap_servers=stack.broker.bootstrap)
+    try:
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        return {tp.partition: offset for tp, offset in consumer.end_offsets(partitions).items()}
+    finally:
+        consumer.close()
+
+
+def committed_offsets(stack, group, topic):
+    from kafka.admin import KafkaAdminClient
+
+    with KafkaAdminClient(bootstrap_servers=stack.broker.bootstrap) as admin:
+        offsets = admin.list_group_offsets({group: None})[group]
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}

@@ -1,0 +1,69 @@
+"""Worker processes for end-to-end tests, and waiting with a deadline."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_until(condition, timeout, what):
+    """Poll `condition` until it returns a truthy value; fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.2)
+
+
+class Worker:
+    def __init__(self, module, env, log_path):
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        # Its own process group, so a signal reaches the JVM too, as on Heroku.
+        self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env,
+                                        stdout=self._log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+
+    def output(self):
+        return Path(self.log_path).read_text(errors="replace")
+
+    def log_lines(self, event):
+        """The worker's key=value lines of one event, as dicts."""
+        return [dict(pair.split("=", 1) for pair in line.split())
+                for line in self.output().splitlines()
+                if line.startswith(f"event={event} ")]
+
+    def signal(self, signum):
+        os.killpg(self.process.pid, signum)
+
+    def wait(self, timeout):
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self._log.close()
+
+
+class WorkerProcesses:
+    def __init__(self, env, folder):
+        self.env = {**os.environ, **env}
+        self.folder = Path(folder)
+        self.started = []
+
+    def start(self, module, **extra_env):
+        name = f"{module.rsplit('.', 1)[-1]}-{len(self.started)}.log"
+        worker = Worker(module, {**self.env, **extra_env}, self.folder / name)
+        self.started.append(worker)
+        return worker
+
+    def kill_all(self):
+        for worker in self.started:
+            if worker.process.poll() is None:
+                worker.signal(signal.SIGKILL)
+                worker.wait(30)

@@ -1,0 +1,237 @@
+"""The config module, rule by rule, from ../shared/CONTRACT.md's environment."""
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from sqlalchemy.engine import make_url
+
+from shared.certificates import CertificateAuthority
+from shared.config import ConfigError, load
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def ca():
+    return CertificateAuthority()
+
+
+@pytest.fixture(scope="module", params=["pkcs1", "pkcs8"])
+def tls_env(request, ca):
+    client = ca.issue("client", key_format=request.param)
+    return {
+        "KAFKA_URL": "kafka+ssl://b1.example:9096,kafka+ssl://b2.example:9096",
+        "KAFKA_TRUSTED_CERT": ca.cert_pem,
+        "KAFKA_CLIENT_CERT": client.cert_pem,
+        "KAFKA_CLIENT_CERT_KEY": client.key_pem,
+    }
+
+
+def public_key_of(pem):
+    key = serialization.load_pem_private_key(pem.encode(), password=None)
+    return key.public_key().public_numbers()
+
+
+def assert_names_only(error, variable, *secrets):
+    message = str(error.value)
+    assert variable in message
+    assert "\n" not in message
+    for secret in secrets:
+        assert secret not in message
+
+
+# --- KAFKA_URL -------------------------------------------------------------
+
+def test_plaintext_brokers_reach_every_client():
+    config = load({"KAFKA_URL": "kafka://b1.example:9092, kafka://b2.example:9093"})
+    assert config.kafka.spark_kafka_options() == {"kafka.bootstrap.servers": "b1.example:9092,b2.example:9093"}
+    assert config.kafka.kafka_python_kwargs() == {"bootstrap_servers": ["b1.example:9092", "b2.example:9093"]}
+
+
+@pytest.mark.parametrize("url", [
+    "", "   ", "http://b1.example:9092", "b1.example:9092", "kafka://b1.example",
+    "kafka://:9092", "kafka://b1.example:notaport", "kafka://b1.example:9092,",
+    "kafka://b1.example:9092,kafka+ssl://b2.example:9096",
+])
+def test_bad_kafka_url_names_the_variable_and_not_the_value(url):
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_URL": url})
+    assert error.value.variable == "KAFKA_URL"
+    assert_names_only(error, "KAFKA_URL", "b1.example", "b2.example")
+
+
+# --- TLS -------------------------------------------------------------------
+
+def test_tls_for_spark_is_inline_pem_with_a_pkcs8_key_and_no_host_name_check(tls_env):
+    options = load(tls_env).kafka.spark_kafka_options()
+    assert options["kafka.bootstrap.servers"] == "b1.example:9096,b2.example:9096"
+    assert options["kafka.security.protocol"] == "SSL"
+    assert options["kafka.ssl.endpoint.identification.algorithm"] == ""
+    assert options["kafka.ssl.truststore.type"] == "PEM"
+    assert options["kafka.ssl.truststore.certificates"].strip() == tls_env["KAFKA_TRUSTED_CERT"].strip()
+    assert options["kafka.ssl.keystore.type"] == "PEM"
+    assert options["kafka.ssl.keystore.certificate.chain"].strip() == tls_env["KAFKA_CLIENT_CERT"].strip()
+    key = options["kafka.ssl.keystore.key"]
+    assert key.startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8, what Java reads
+    assert public_key_of(key) == public_key_of(tls_env["KAFKA_CLIENT_CERT_KEY"])
+
+
+def test_tls_for_kafka_python_uses_files_only_this_user_can_read(tls_env):
+    kwargs = load(tls_env).kafka.kafka_python_kwargs()
+    assert kwargs["security_protocol"] == "SSL"
+    assert kwargs["ssl_check_hostname"] is False
+    folder = os.path.dirname(kwargs["ssl_cafile"])
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        assert stat.S_IMODE(os.stat(kwargs[name]).st_mode) == 0o600
+    with open(kwargs["ssl_cafile"]) as ca_file:
+        assert ca_file.read().strip() == tls_env["KAFKA_TRUSTED_CERT"].strip()
+    with open(kwargs["ssl_keyfile"]) as key_file:
+        assert public_key_of(key_file.read()) == public_key_of(tls_env["KAFKA_CLIENT_CERT_KEY"])
+
+
+def test_key_files_are_removed_when_the_process_exits(tls_env):
+    program = ("from shared.config import load; "
+               "kw = load().kafka.kafka_python_kwargs(); "
+               "print(kw['ssl_cafile'], kw['ssl_certfile'], kw['ssl_keyfile'])")
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], **tls_env}, check=True)
+    paths = done.stdout.split()
+    assert len(paths) == 3
+    assert not any(os.path.exists(path) for path in paths)
+    assert not os.path.exists(os.path.dirname(paths[0]))
+
+
+def test_tls_needs_the_trusted_cert(tls_env):
+    env = {**tls_env, "KAFKA_TRUSTED_CERT": ""}
+    with pytest.raises(ConfigError) as error:
+        load(env)
+    assert_names_only(error, "KAFKA_TRUSTED_CERT")
+
+
+@pytest.mark.parametrize("variable", ["KAFKA_TRUSTED_CERT", "KAFKA_CLIENT_CERT"])
+def test_a_malformed_certificate_is_named(tls_env, variable):
+    garbage = "-----BEGIN CERTIFICATE-----\nc2VjcmV0LWJ5dGVz\n-----END CERTIFICATE-----"
+    with pytest.raises(ConfigError) as error:
+        load({**tls_env, variable: garbage})
+    assert_names_only(error, variable, "c2VjcmV0LWJ5dGVz")
+
+
+def test_a_malformed_key_is_named_and_not_printed(tls_env):
+    broken = tls_env["KAFKA_CLIENT_CERT_KEY"].replace("A", "B", 40)
+    with pytest.raises(ConfigError) as error:
+        load({**tls_env, "KAFKA_CLIENT_CERT_KEY": broken})
+    body = broken.splitlines()[1]
+    assert_names_only(error, "KAFKA_CLIENT_CERT_KEY", body)
+    assert error.value.__context__ is None or error.value.__suppress_context__
+
+
+def test_a_client_certificate_needs_its_key(tls_env):
+    with pytest.raises(ConfigError) as error:
+        load({**tls_env, "KAFKA_CLIENT_CERT_KEY": ""})
+    assert_names_only(error, "KAFKA_CLIENT_CERT_KEY")
+
+
+def test_no_secret_in_reprs(tls_env):
+    config = load({**tls_env, "DATABASE_URL": "postgres://u:hunter2@db.example:5432/d"})
+    key_body = tls_env["KAFKA_CLIENT_CERT_KEY"].splitlines()[1]
+    for text in (repr(config), str(config), repr(config.kafka)):
+        assert key_body not in text
+        assert "hunter2" not in text
+        assert "BEGIN" not in text
+
+
+# --- prefix and add-on alias -------------------------------------------------
+
+def test_prefix_goes_on_topics_and_group_ids():
+    kafka = load({"KAFKA_URL": "kafka://b1.example:9092", "KAFKA_PREFIX": "wabash-58799."}).kafka
+    assert kafka.topic("words") == "wabash-58799.words"
+    assert kafka.group_id("aggregator") == "wabash-58799.aggregator-app"
+
+
+def test_no_prefix_by_default():
+    kafka = load({"KAFKA_URL": "kafka://b1.example:9092"}).kafka
+    assert kafka.topic("words") == "words"
+    assert kafka.group_id("text-processor") == "text-processor-app"
+
+
+def test_kafka_addon_reads_that_addons_variables(tls_env):
+    env = {f"HEROKU_KAFKA_GRAY_{name[len('KAFKA_'):]}": value for name, value in tls_env.items()}
+    env.update(KAFKA_ADDON="HEROKU_KAFKA_GRAY", HEROKU_KAFKA_GRAY_PREFIX="gray.",
+               KAFKA_URL="kafka://ignored.example:1")
+    kafka = load(env).kafka
+    assert kafka.brokers == ("b1.example:9096", "b2.example:9096")
+    assert kafka.use_tls and kafka.prefix == "gray."
+
+
+def test_kafka_addon_errors_name_the_addons_variable():
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_ADDON": "HEROKU_KAFKA_GRAY", "KAFKA_URL": "kafka://b1.example:9092"})
+    assert_names_only(error, "HEROKU_KAFKA_GRAY_URL")
+
+
+# --- DATABASE_URL ------------------------------------------------------------
+
+@pytest.mark.parametrize("given", ["postgres://u:pw@db.example:5432/d", "postgresql://u:pw@db.example:5432/d"])
+def test_heroku_database_url_becomes_a_sqlalchemy_url(given):
+    config = load({"KAFKA_URL": "kafka://b1.example:9092", "DATABASE_URL": given}, needs_database=True)
+    url = make_url(config.database_url)
+    assert (url.drivername, url.username, url.password, url.host, url.port, url.database) == \
+        ("postgresql+psycopg2", "u", "pw", "db.example", 5432, "d")
+
+
+def test_database_url_is_required_only_where_needed():
+    assert load({"KAFKA_URL": "kafka://b1.example:9092"}).database_url == ""
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_URL": "kafka://b1.example:9092"}, needs_database=True)
+    assert_names_only(error, "DATABASE_URL")
+
+
+def test_a_non_postgres_database_url_is_named_and_not_printed():
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_URL": "kafka://b1.example:9092", "DATABASE_URL": "mysql://u:hunter2@db/d"})
+    assert_names_only(error, "DATABASE_URL", "hunter2")
+
+
+# --- numbers and .env ----------------------------------------------------------
+
+def test_defaults_and_overrides_of_window_and_thresholds():
+    base = {"KAFKA_URL": "kafka://b1.example:9092"}
+    config = load(base)
+    assert (config.window_seconds, config.urgent_threshold, config.email_threshold) == (10, 100, 50)
+    config = load({**base, "WINDOW_SECONDS": "60", "ANOMALY_URGENT_THRESHOLD": "7",
+                   "ANOMALY_EMAIL_THRESHOLD": "3"})
+    assert (config.window_seconds, config.urgent_threshold, config.email_threshold) == (60, 7, 3)
+
+
+@pytest.mark.parametrize("variable", ["WINDOW_SECONDS", "ANOMALY_URGENT_THRESHOLD", "ANOMALY_EMAIL_THRESHOLD"])
+@pytest.mark.parametrize("value", ["ten", "0", "-5", "1.5"])
+def test_malformed_numbers_are_named(variable, value):
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_URL": "kafka://b1.example:9092", variable: value})
+    assert_names_only(error, variable)
+
+
+def test_dotenv_fills_gaps_and_the_real_environment_wins(tmp_path, monkeypatch):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("KAFKA_URL=kafka://from-dotenv.example:9092\nWINDOW_SECONDS=30\n")
+    monkeypatch.delenv("KAFKA_URL", raising=False)
+    monkeypatch.delenv("KAFKA_ADDON", raising=False)
+    monkeypatch.setenv("WINDOW_SECONDS", "20")
+    config = load(dotenv_path=dotenv)
+    assert config.kafka.brokers == ("from-dotenv.example:9092",)
+    assert config.window_seconds == 20
+
+
+def test_a_config_error_stops_the_process_with_one_line():
+    done = subprocess.run([sys.executable, "-c", "from shared.config import load; load()"],
+                          cwd=ROOT, capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "KAFKA_URL": "kafka://secret-host.example"})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == ["config error: KAFKA_URL must be a comma-separated "
+                                                "list of kafka://host:port or kafka+ssl://host:port URLs"]
+    assert "secret-host" not in done.stderr + done.stdout

@@ -1,0 +1,62 @@
+"""The local stack is a Heroku-like Kafka and a real Postgres."""
+
+import socket
+import subprocess
+import sys
+
+import pytest
+from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
+from sqlalchemy import create_engine, text
+
+from shared.config import TOPICS, load
+from tests.kafka_io import produce, read_all
+from tests.processes import ROOT
+
+
+def test_contract_topics_exist_under_the_prefix(stack, prefix):
+    with stack.broker.admin() as admin:
+        topics = set(admin.list_topics())
+    assert {prefix + name for name in TOPICS} <= topics
+    produce(stack, prefix + "textlines", ["hello"])
+    assert [r.value for r in read_all(stack, prefix + "textlines", 1)] == [b"hello"]
+
+
+def test_topics_are_not_created_automatically(stack, prefix):
+    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, max_block_ms=3000)
+    with pytest.raises(KafkaTimeoutError):
+        producer.send(prefix + "no-such-topic", b"x").get(timeout=5)
+    producer.close()
+    with stack.broker.admin() as admin:
+        assert prefix + "no-such-topic" not in admin.list_topics()
+
+
+def test_postgres_answers_through_the_configs_url(stack):
+    config = load({**stack.environment(), "KAFKA_URL": stack.broker.url}, needs_database=True)
+    engine = create_engine(config.database_url)
+    with engine.connect() as connection:
+        assert connection.execute(text("select 40 + 2")).scalar() == 42
+    engine.dispose()
+
+
+def port_open(url):
+    host, port = url.rsplit("/", 1)[-1].split(":")
+    with socket.socket() as probe:
+        return probe.connect_ex((host, int(port))) == 0
+
+
+def test_the_command_line_runs_a_command_in_the_stacks_environment_then_stops_it():
+    check = ("import os; from kafka.admin import KafkaAdminClient; "
+             "a = KafkaAdminClient(bootstrap_servers=os.environ['KAFKA_URL'][len('kafka://'):]); "
+             "print('topics', sorted(a.list_topics())); print('db', os.environ['DATABASE_URL'])")
+    done = subprocess.run([sys.executable, "-m", "shared.local_stack", "--prefix", "cli.", "--",
+                           sys.executable, "-c", check],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    exports = dict(line[len("export "):].split("=", 1) for line in done.stdout.splitlines()
+                   if line.startswith("export "))
+    assert exports["KAFKA_PREFIX"] == "cli."
+    assert exports["KAFKA_URL"].startswith("kafka://127.0.0.1:")
+    assert exports["DATABASE_URL"].startswith("postgres://postgres@127.0.0.1:")
+    assert "topics ['cli.alerts', 'cli.loglines', 'cli.textlines', 'cli.words']" in done.stdout
+    assert not port_open(exports["KAFKA_URL"]) and not port_open(exports["DATABASE_URL"].split("@")[1].split("/")[0])

@@ -1,0 +1,60 @@
+"""The shared worker lifecycle, run for real: a Spark query on the real broker
+(tests/echo_worker.py), its per-batch log lines, its progress in the consumer
+group, and a clean stop on SIGTERM sent to the whole process group."""
+
+import signal
+from collections import Counter
+
+from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
+from tests.processes import wait_until
+
+SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
+
+
+def lines(start, stop):
+    return [f"line {n} é" for n in range(start, stop)]
+
+
+def progress_saved(stack, prefix):
+    """True once the echo group's committed offsets reach the end of textlines."""
+    topic = prefix + "textlines"
+    return committed_offsets(stack, prefix + "echo-app", topic) == end_offsets(stack, topic)
+
+
+def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, prefix, workers):
+    produce(stack, prefix + "textlines", lines(0, 300))
+    first = workers.start("tests.echo_worker")
+
+    words = read_all(stack, prefix + "words", 300)
+    assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 300))
+    wait_until(lambda: progress_saved(stack, prefix), 60, "offsets committed to the group")
+
+    batches = first.log_lines("batch")
+    assert batches and all({"app", "batch", "rows_in", "rows_out", "duration_ms", "lag"} <= b.keys()
+                           for b in batches)
+    assert sum(int(b["rows_in"]) for b in batches) == 300
+    assert batches[-1]["lag"] == "0"
+
+    produce(stack, prefix + "textlines", lines(300, 500))
+    read_all(stack, prefix + "words", 500)
+    first.signal(signal.SIGTERM)
+    assert first.wait(SIGTERM_GRACE) == 0
+    assert "event=stopped" in first.output()
+    assert progress_saved(stack, prefix)
+
+    # A new process, on a new empty checkpoint, resumes where the group is.
+    produce(stack, prefix + "textlines", lines(500, 600))
+    second = workers.start("tests.echo_worker")
+    wait_until(lambda: progress_saved(stack, prefix), 90, "the new lines processed")
+    words = read_all(stack, prefix + "words", 600)
+    assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 600))
+    second.signal(signal.SIGTERM)
+    assert second.wait(SIGTERM_GRACE) == 0
+
+
+def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):
+    worker = workers.start("tests.echo_worker", KAFKA_URL="kafka+ssl://secret-broker.example:9096")
+    assert worker.wait(60) != 0
+    output = worker.output()
+    assert output.strip() == "config error: KAFKA_TRUSTED_CERT is required for kafka+ssl:// brokers"
+    assert "secret-broker" not in output
