@@ -40,6 +40,7 @@ class KafkaConfig:
     brokers: tuple  # ("host:port", ...)
     use_tls: bool
     prefix: str = ""
+    stem: str = "KAFKA"  # whose variables these are: KAFKA_* or an add-on's
     trusted_cert: str = field(default="", repr=False)
     client_cert: str = field(default="", repr=False)
     client_key_pkcs8: str = field(default="", repr=False)
@@ -119,7 +120,7 @@ def _kafka_config(environ):
     brokers, use_tls = _parse_kafka_url(environ.get(names["URL"], ""), names["URL"])
     prefix = environ.get(names["PREFIX"], "").strip()
     if not use_tls:
-        return KafkaConfig(brokers=brokers, use_tls=False, prefix=prefix)
+        return KafkaConfig(brokers=brokers, use_tls=False, prefix=prefix, stem=stem)
 
     trusted = _pem_certificates(environ, names["TRUSTED_CERT"], required=True)
     cert = _pem_certificates(environ, names["CLIENT_CERT"], required=False)
@@ -127,7 +128,7 @@ def _kafka_config(environ):
     if bool(cert) != bool(key):
         missing = names["CLIENT_CERT_KEY"] if cert else names["CLIENT_CERT"]
         raise ConfigError(missing, "is required when the other half of the client certificate is set")
-    return KafkaConfig(brokers=brokers, use_tls=True, prefix=prefix,
+    return KafkaConfig(brokers=brokers, use_tls=True, prefix=prefix, stem=stem,
                        trusted_cert=trusted, client_cert=cert,
                        client_key_pkcs8=_pkcs8(key, names["CLIENT_CERT_KEY"]) if key else "")
 

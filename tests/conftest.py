@@ -1,5 +1,7 @@
-"""Fixtures on the real local stack: one broker and one Postgres per test
-session; each test gets its own topic prefix, so tests never share data."""
+"""Fixtures on the real local stack. Each mode's stack (plaintext, or
+Heroku-like: TLS with client certificates and prefix ACLs) starts once per
+test session, when a test first asks for it. Each test gets its own topic
+prefix, so tests never share data."""
 
 import os
 import uuid
@@ -11,14 +13,30 @@ from tests.processes import WorkerProcesses
 
 
 @pytest.fixture(scope="session")
-def stack():
-    with LocalStack(database_url=os.environ.get("DATABASE_URL")) as local_stack:
-        yield local_stack
+def stacks():
+    started = {}
+
+    def stack_in(mode):
+        if mode not in started:
+            started[mode] = LocalStack(database_url=os.environ.get("DATABASE_URL"),
+                                       heroku_like=(mode == "heroku")).start()
+        return started[mode]
+
+    yield stack_in
+    for local_stack in started.values():
+        local_stack.stop()
+
+
+@pytest.fixture
+def stack(request, stacks):
+    """The plaintext stack, or the mode a test names with
+    `@pytest.mark.parametrize("stack", MODES, indirect=True)`."""
+    return stacks(getattr(request, "param", "plaintext"))
 
 
 @pytest.fixture
 def prefix(stack):
-    """A fresh KAFKA_PREFIX with the contract's topics created under it."""
+    """A fresh KAFKA_PREFIX with the contract's topics (and, Heroku-like, its ACLs)."""
     name = f"t{uuid.uuid4().hex[:8]}."
     stack.broker.create_topics(name, partitions=2)
     return name

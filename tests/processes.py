@@ -67,3 +67,6 @@ class WorkerProcesses:
             if worker.process.poll() is None:
                 worker.signal(signal.SIGKILL)
                 worker.wait(30)
+
+
+MODES = ("plaintext", "heroku")  # for tests that must pass against both brokers

@@ -5,8 +5,10 @@ group, and a clean stop on SIGTERM sent to the whole process group."""
 import signal
 from collections import Counter
 
+import pytest
+
 from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
-from tests.processes import wait_until
+from tests.processes import MODES, wait_until
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
 
@@ -21,6 +23,7 @@ def progress_saved(stack, prefix):
     return committed_offsets(stack, prefix + "echo-app", topic) == end_offsets(stack, topic)
 
 
+@pytest.mark.parametrize("stack", MODES, indirect=True)
 def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, prefix, workers):
     produce(stack, prefix + "textlines", lines(0, 300))
     first = workers.start("tests.echo_worker")
@@ -50,6 +53,13 @@ def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, pref
     assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 600))
     second.signal(signal.SIGTERM)
     assert second.wait(SIGTERM_GRACE) == 0
+    assert_no_secret_in(first.output() + second.output(), stack.environment(prefix))
+
+
+def assert_no_secret_in(output, environment):
+    for variable in ("KAFKA_CLIENT_CERT_KEY", "KAFKA_CLIENT_CERT", "KAFKA_TRUSTED_CERT"):
+        for line in environment.get(variable, "").splitlines()[1:-1]:
+            assert line not in output, f"a line of {variable} was printed"
 
 
 def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):

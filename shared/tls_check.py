@@ -1,0 +1,59 @@
+"""A TLS check of the brokers before anything else talks to them.
+
+Kafka clients answer a wrong CA or a refused client certificate with retries
+and stack traces; this says what is wrong in one line and stops the process.
+A broker that cannot be reached is not an error here: clients retry.
+"""
+
+import socket
+import ssl
+import struct
+
+from shared.config import ConfigError
+
+# ApiVersions v0, the first request every Kafka client sends.
+API_VERSIONS_REQUEST = struct.pack(">ihhih", 16, 18, 0, 1, 6) + b"tls-ok"
+
+
+def check_tls(kafka, timeout=10):
+    if not kafka.use_tls:
+        return
+    context = _context(kafka)
+    for broker in kafka.brokers:
+        host, port = broker.rsplit(":", 1)
+        try:
+            raw = socket.create_connection((host, int(port)), timeout=timeout)
+        except OSError:
+            continue
+        with raw:
+            _handshake(context, raw, broker, kafka)
+
+
+def _context(kafka):
+    files = kafka.kafka_python_kwargs()
+    context = ssl.create_default_context(cafile=files["ssl_cafile"])
+    context.check_hostname = False  # Heroku's certificates do not name the host
+    if kafka.client_cert:
+        context.load_cert_chain(files["ssl_certfile"], files["ssl_keyfile"])
+    return context
+
+
+def _handshake(context, raw, broker, kafka):
+    try:
+        with context.wrap_socket(raw) as tls:
+            # With TLS 1.3 the broker judges the client's certificate after
+            # the handshake: its verdict comes with the first answer.
+            tls.sendall(API_VERSIONS_REQUEST)
+            answered = len(tls.recv(4)) == 4
+    except ssl.SSLCertVerificationError as error:
+        raise ConfigError(f"{kafka.stem}_TRUSTED_CERT",
+                          f"did not verify the certificate of broker {broker} "
+                          f"({error.verify_message})") from None
+    except (ssl.SSLError, ConnectionError, socket.timeout):
+        answered = False
+    if not answered:
+        variable = f"{kafka.stem}_CLIENT_CERT"
+        if kafka.client_cert:
+            raise ConfigError(variable, f"was refused by broker {broker} "
+                                        f"(check it and {variable}_KEY)")
+        raise ConfigError(variable, f"is required by broker {broker} (set it and {variable}_KEY)")

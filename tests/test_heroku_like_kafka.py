@@ -1,0 +1,99 @@
+"""The Heroku-like broker is real: TLS with client certificates, a broker
+certificate that does not name the host, and prefix ACLs, reached only
+through the config module."""
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import (GroupAuthorizationFailedError, TopicAuthorizationFailedError,
+                          TopicAuthorizationFailedError as CreateDenied)
+from kafka.structs import OffsetAndMetadata
+
+from shared.certificates import CertificateAuthority
+from shared.config import ConfigError, load
+from shared.tls_check import check_tls
+
+pytestmark = pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+
+
+def app_kafka(stack, prefix, **overrides):
+    """The Kafka config an app on this stack gets, optionally altered."""
+    environment = {**stack.environment(prefix), **overrides}
+    return load({name: value for name, value in environment.items() if value is not None}).kafka
+
+
+def test_the_app_talks_to_the_broker_over_tls_only(stack, prefix):
+    assert stack.broker.url.startswith("kafka+ssl://127.0.0.1:")
+    assert "127.0.0.1" not in stack.broker.broker_certificate.cert_pem  # names another host
+    assert "BEGIN RSA PRIVATE KEY" in stack.environment(prefix)["KAFKA_CLIENT_CERT_KEY"]  # PKCS#1
+
+
+def test_kafka_python_produces_consumes_and_commits_through_the_config(stack, prefix):
+    kafka = app_kafka(stack, prefix)
+    check_tls(kafka)
+    producer = KafkaProducer(**kafka.kafka_python_kwargs())
+    producer.send(kafka.topic("textlines"), b"over tls").get(timeout=30)
+    producer.close()
+
+    consumer = KafkaConsumer(**kafka.kafka_python_kwargs(), group_id=kafka.group_id("probe"),
+                             enable_auto_commit=False, consumer_timeout_ms=20000)
+    partitions = [TopicPartition(kafka.topic("textlines"), p) for p in (0, 1)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    record = next(iter(consumer))
+    assert record.value == b"over tls"
+    consumer.commit({TopicPartition(record.topic, record.partition): OffsetAndMetadata(record.offset + 1, "", -1)})
+    consumer.close()
+
+
+def test_an_unprefixed_topic_is_denied(stack, prefix):
+    stack.broker.create_topics("", names=["unprefixed-topic"])  # by the admin, as Heroku's CLI
+    producer = KafkaProducer(**app_kafka(stack, prefix).kafka_python_kwargs(), max_block_ms=10000)
+    with pytest.raises(TopicAuthorizationFailedError):
+        producer.send("unprefixed-topic", b"x").get(timeout=15)
+    producer.close()
+
+
+def test_an_unprefixed_group_is_denied(stack, prefix):
+    kafka = app_kafka(stack, prefix)
+    with KafkaAdminClient(**kafka.kafka_python_kwargs()) as admin:
+        with pytest.raises(GroupAuthorizationFailedError):
+            admin.list_group_offsets({"text-processor-app": None})
+        admin.list_group_offsets({kafka.group_id("text-processor"): None})  # prefixed: allowed
+
+
+def test_the_app_cannot_create_topics(stack, prefix):
+    kafka = app_kafka(stack, prefix)
+    with KafkaAdminClient(**kafka.kafka_python_kwargs()) as admin:
+        with pytest.raises(CreateDenied):
+            admin.create_topics({kafka.topic("new-topic"): {"num_partitions": 1, "replication_factor": 1}})
+
+
+def test_a_wrong_ca_is_one_clear_error(stack, prefix):
+    other_ca = CertificateAuthority("some-other-ca")
+    with pytest.raises(ConfigError) as error:
+        check_tls(app_kafka(stack, prefix, KAFKA_TRUSTED_CERT=other_ca.cert_pem))
+    assert str(error.value).startswith(
+        "config error: KAFKA_TRUSTED_CERT did not verify the certificate of broker 127.0.0.1:")
+
+
+def test_no_client_certificate_is_one_clear_error(stack, prefix):
+    with pytest.raises(ConfigError) as error:
+        check_tls(app_kafka(stack, prefix, KAFKA_CLIENT_CERT=None, KAFKA_CLIENT_CERT_KEY=None))
+    assert str(error.value).startswith("config error: KAFKA_CLIENT_CERT is required by broker 127.0.0.1:")
+
+
+def test_a_certificate_from_another_ca_is_one_clear_error(stack, prefix):
+    stranger = CertificateAuthority("stranger-ca").issue("heroku-app")
+    with pytest.raises(ConfigError) as error:
+        check_tls(app_kafka(stack, prefix, KAFKA_CLIENT_CERT=stranger.cert_pem,
+                            KAFKA_CLIENT_CERT_KEY=stranger.key_pem))
+    assert str(error.value).startswith("config error: KAFKA_CLIENT_CERT was refused by broker 127.0.0.1:")
+
+
+def test_a_worker_with_a_wrong_ca_stops_with_that_one_line(stack, prefix, workers):
+    worker = workers.start("tests.echo_worker", KAFKA_TRUSTED_CERT=CertificateAuthority("x").cert_pem)
+    assert worker.wait(60) != 0
+    lines = worker.output().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error: KAFKA_TRUSTED_CERT did not verify")
+    assert "Traceback" not in worker.output()
