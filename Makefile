@@ -33,7 +33,7 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: setup
-	$(PY) -m shared.local_stack
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m shared.local_stack -- honcho -f Procfile.local start
 
 bench: setup
 	$(PY) -m benchmarks

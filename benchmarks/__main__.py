@@ -5,9 +5,12 @@
 
 import sys
 
-from benchmarks import stack_startup
+from benchmarks import stack_startup, text_processor
 
-CASES = {"stack_startup": stack_startup.main}
+CASES = {
+    "stack_startup": stack_startup.main,
+    "text_processor": text_processor.main,
+}
 
 
 def main(names):

@@ -1,4 +1,5 @@
-"""How long the local broker and Postgres take to come up (target: < 20 s)."""
+"""How long the local broker and Postgres take to come up (target: < 20 s),
+plaintext and Heroku-like (TLS, ACLs)."""
 
 import statistics
 
@@ -8,9 +9,10 @@ RUNS = 3
 
 
 def main():
-    seconds = []
-    for _ in range(RUNS):
-        with LocalStack() as stack:
-            seconds.append(stack.startup_seconds)
-    print(f"bench=stack_startup runs={RUNS} median_s={statistics.median(seconds):.2f} "
-          f"max_s={max(seconds):.2f}", flush=True)
+    for mode in ("plaintext", "heroku"):
+        seconds = []
+        for _ in range(RUNS):
+            with LocalStack(heroku_like=(mode == "heroku")) as stack:
+                seconds.append(stack.startup_seconds)
+        print(f"bench=stack_startup mode={mode} runs={RUNS} "
+              f"median_s={statistics.median(seconds):.2f} max_s={max(seconds):.2f}", flush=True)

@@ -1,7 +1,7 @@
 """Spark for a dyno: one local JVM, sized from the environment.
 
     SPARK_MASTER              default local[2]
-    SPARK_DRIVER_MEMORY       default 1g (heap of the one JVM)
+    SPARK_DRIVER_MEMORY       default 512m (heap of the one JVM)
     SPARK_SHUFFLE_PARTITIONS  default 2
     MAX_OFFSETS_PER_TRIGGER   default 200000 (records per micro-batch, all partitions)
     START_FROM                earliest (default) or latest: where a group with no
@@ -36,7 +36,7 @@ def session(app_name, environ=os.environ):
     spark = (
         SparkSession.builder.appName(app_name)
         .master(environ.get("SPARK_MASTER", "local[2]"))
-        .config("spark.driver.memory", environ.get("SPARK_DRIVER_MEMORY", "1g"))
+        .config("spark.driver.memory", environ.get("SPARK_DRIVER_MEMORY", "512m"))
         .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.jars", ",".join(jars))
         .config("spark.sql.shuffle.partitions", environ.get("SPARK_SHUFFLE_PARTITIONS", "2"))
@@ -81,3 +81,24 @@ def start_from(environ=os.environ):
         from shared.config import ConfigError
         raise ConfigError("START_FROM", "must be earliest or latest")
     return value
+
+
+# One micro-batch sends many small records at once: batch them (fewer, larger
+# requests; lz4 also saves bandwidth against Heroku's produce quotas).
+PRODUCER_BATCHING = {
+    "kafka.linger.ms": "20",
+    "kafka.batch.size": "524288",
+    "kafka.compression.type": "lz4",
+}
+
+
+def kafka_sink(frame, kafka, topic, checkpoint):
+    """Start writing a streaming DataFrame (key, value[, headers]) to `<prefix><topic>`."""
+    return (
+        frame.writeStream.format("kafka")
+        .options(**kafka.spark_kafka_options())
+        .options(**PRODUCER_BATCHING)
+        .option("topic", kafka.topic(topic))
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )

@@ -16,20 +16,25 @@ streaming query on a Kafka source; `run` does the rest:
 """
 
 import json
+import re
 import signal
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
+from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQueryListener
 
 from shared import config as config_module
 from shared import spark as spark_module
+from shared.exactly_once import PostgresProgress, engine_for
 from shared.logs import log
+from shared.migrations import migrate
 from shared.tls_check import check_tls
 
 GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
@@ -155,13 +160,26 @@ class Stopper:
         self.requested.set()
 
 
-def run(app, topic, start_query, *, needs_database=False, stored_offsets=None):
+@dataclass
+class Context:
+    """What a service's query gets to work with."""
+
+    config: config_module.Config
+    batch_log: BatchLog
+    stop_requested: threading.Event
+    # Workers that write to Postgres keep their offsets there, with their results.
+    progress: PostgresProgress = None
+
+
+def run(app, topic, start_query, *, transactional=False):
     """Run a worker until SIGTERM.
 
-    start_query(config, source, checkpoint_folder, batch_log) -> StreamingQuery
-    stored_offsets(config) -> {partition: next offset}; default: the group's.
+    start_query(context, source, checkpoint_folder) -> StreamingQuery.
+    transactional: the worker writes each batch to Postgres together with its
+    offsets (shared.exactly_once); its progress lives there, and the schema is
+    migrated first.
     """
-    config = config_module.load(needs_database=needs_database)
+    config = config_module.load(needs_database=transactional)
     check_tls(config.kafka)
     # The JVM is started with SIGTERM ignored (the disposition is inherited),
     # so Heroku's SIGTERM to every process of the dyno does not stop Spark
@@ -170,26 +188,29 @@ def run(app, topic, start_query, *, needs_database=False, stored_offsets=None):
     spark = spark_module.session(app)
     stopper = Stopper()
     group = ConsumerGroup(config.kafka, app, topic)
-    batch_log = BatchLog(app, group)
-    spark.streams.addListener(batch_log)
-    log("start", app=app, topic=config.kafka.topic(topic), group=group.group_id)
+    context = Context(config, BatchLog(app, group), stopper.requested)
+    if transactional:
+        engine = engine_for(config.database_url)
+        migrate(engine)
+        context.progress = PostgresProgress(engine, group.group_id, group.topic, stopper.requested)
+    spark.streams.addListener(context.batch_log)
+    log("start", app=app, topic=group.topic, group=group.group_id)
 
     failures = 0
     while not stopper.requested.is_set():
-        stored = stored_offsets(config) if stored_offsets else group.committed()
-        offsets = starting_offsets(group.partitions(), stored,
-                                   spark_module.start_from())
+        stored = context.progress.stored() if transactional else group.committed()
+        offsets = starting_offsets(group.partitions(), stored, spark_module.start_from())
         source = spark_module.kafka_stream(spark, config.kafka, topic, app, offsets)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
-            query = start_query(config, source, checkpoint, batch_log)
+            query = start_query(context, source, checkpoint)
             error = supervise(query, stopper.requested)
         if error is None:
             if query.lastProgress:  # the listener may not have had it yet
                 group.commit(end_offsets(query.lastProgress))
             break
-        failures += 1
+        failures = failures + 1 if query.lastProgress is None else 1  # reset by a batch done
         backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures)
-        log("query_failed", app=app, error=_first_line(error), retry_in_s=backoff)
+        log("query_failed", app=app, error=_error_summary(error), retry_in_s=backoff)
         stopper.requested.wait(backoff)
 
     spark.stop()
@@ -199,8 +220,11 @@ def run(app, topic, start_query, *, needs_database=False, stored_offsets=None):
 
 def supervise(query, stop_requested):
     """Wait for the query to fail or a stop to be asked for; return its error."""
-    while query.isActive and not stop_requested.is_set():
-        query.awaitTermination(1)
+    try:
+        while query.isActive and not stop_requested.is_set():
+            query.awaitTermination(1)
+    except StreamingQueryException as error:  # raised once the query has failed
+        return error
     if query.isActive:
         stop_gracefully(query)
         return None
@@ -215,6 +239,10 @@ def stop_gracefully(query):
     query.stop()
 
 
-def _first_line(error):
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0][:300]
+def _error_summary(error):
+    """The innermost exception line: a failed query wraps the Python error of
+    a foreachBatch function in pages of Spark's own text."""
+    text = str(error)
+    causes = re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+    line = "{}: {}".format(*causes[-1]) if causes else (text.strip() or type(error).__name__)
+    return line.splitlines()[0][:300]

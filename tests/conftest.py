@@ -8,7 +8,10 @@ import uuid
 
 import pytest
 
+from sqlalchemy import create_engine, text
+
 from shared.local_stack import LocalStack
+from tests.postgres import postgres_url
 from tests.processes import WorkerProcesses
 
 
@@ -43,8 +46,29 @@ def prefix(stack):
 
 
 @pytest.fixture
-def workers(stack, prefix, tmp_path):
+def database_url(stack):
+    """A fresh, empty database on the stack's Postgres, for one test."""
+    name = f"t{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_url(stack.database_url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return stack.database_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture
+def workers(stack, prefix, database_url, tmp_path):
     """Starts worker processes in the stack's environment; kills leftovers."""
-    processes = WorkerProcesses(stack.environment(prefix), tmp_path)
+    processes = WorkerProcesses({**stack.environment(prefix), "DATABASE_URL": database_url}, tmp_path)
     yield processes
     processes.kill_all()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A real local SparkSession, as the workers build it, for topology tests."""
+    from shared.spark import session
+
+    spark_session = session("tests")
+    yield spark_session
+    spark_session.stop()

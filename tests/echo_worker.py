@@ -1,23 +1,17 @@
 """A minimal worker on the shared lifecycle: textlines -> words, upper-cased.
 
-Used by the lifecycle's own test, before any service exists.
+Used by the lifecycle's own test, apart from any service's logic.
 """
 
 from pyspark.sql import functions as F
 
 from shared import worker
+from shared.spark import kafka_sink
 
 
-def start_query(config, source, checkpoint, batch_log):
-    kafka = config.kafka
-    return (
-        source.select(F.col("key"), F.upper(F.col("value").cast("string")).alias("value"))
-        .writeStream.format("kafka")
-        .options(**kafka.spark_kafka_options())
-        .option("topic", kafka.topic("words"))
-        .option("checkpointLocation", checkpoint)
-        .start()
-    )
+def start_query(context, source, checkpoint):
+    upper = source.select(F.col("key"), F.upper(F.col("value").cast("string")).alias("value"))
+    return kafka_sink(upper, context.config.kafka, "words", checkpoint)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,20 @@
 """Producing to and reading from the local broker in tests (kafka-python)."""
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError
 
 from tests.processes import wait_until
 
 
-def produce(stack, topic, values, timestamps_ms=None, key=None):
+def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None):
     producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, max_request_size=2_000_000)
     for index, value in enumerate(values):
-        producer.send(topic, value=value if isinstance(value, (bytes, type(None))) else value.encode(),
-                      key=key, timestamp_ms=timestamps_ms[index] if timestamps_ms else None)
+        if isinstance(value, str):
+            value = value.encode()
+        producer.send(topic, value=value, key=key if value is not None else b"null-value",
+                      timestamp_ms=timestamps_ms[index] if timestamps_ms else None,
+                      headers=headers[index] if headers else None)
     producer.flush()
     producer.close()
 
@@ -45,8 +50,12 @@ def end_offsets(stack, topic):
 
 
 def committed_offsets(stack, group, topic):
-    from kafka.admin import KafkaAdminClient
-
-    with KafkaAdminClient(bootstrap_servers=stack.broker.bootstrap) as admin:
-        offsets = admin.list_group_offsets({group: None})[group]
+    """The group's committed offsets ({} while Kafka is still setting groups up)."""
+    try:
+        with KafkaAdminClient(bootstrap_servers=stack.broker.bootstrap) as admin:
+            offsets = admin.list_group_offsets({group: None})[group]
+    except KafkaError as error:
+        if error.retriable:
+            return {}
+        raise
     return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}

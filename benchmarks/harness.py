@@ -1,0 +1,86 @@
+"""What the benchmark cases share: a stack, a worker process, its peak RSS."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from kafka import KafkaProducer
+
+from shared.local_stack import LocalStack
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class MeasuredWorker:
+    """A worker process whose whole tree (Python and its JVM) is sampled for RSS."""
+
+    def __init__(self, module, env, log_path):
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT,
+                                        env={**os.environ, **env}, stdout=self._log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.peak_rss = 0
+        self._sampling = True
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _sample(self):
+        root = psutil.Process(self.process.pid)
+        while self._sampling:
+            try:
+                tree = [root, *root.children(recursive=True)]
+                self.peak_rss = max(self.peak_rss, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    def batches(self):
+        lines = Path(self.log_path).read_text(errors="replace").splitlines()
+        return [dict(pair.split("=", 1) for pair in line.split())
+                for line in lines if line.startswith("event=batch ")]
+
+    def stop(self):
+        os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(60)
+        self._sampling = False
+        self._log.close()
+
+
+def preload(stack, topic, lines):
+    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=50,
+                             batch_size=1_000_000, acks=1)
+    began = time.monotonic()
+    for line in lines:
+        producer.send(topic, line)
+    producer.flush()
+    producer.close()
+    return time.monotonic() - began
+
+
+def wait_until(condition, timeout):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark condition not reached")
+        time.sleep(0.5)
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def report(name, **numbers):
+    print(f"bench={name} " + " ".join(
+        f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in numbers.items()), flush=True)
+
+
+def local_stack():
+    return LocalStack(database_url=os.environ.get("DATABASE_URL"))

@@ -1,0 +1,35 @@
+"""words -> counts per (window, word) of one micro-batch, in Spark SQL.
+
+A word's event time is its line's, from the `event_time` header the text
+processor writes (epoch milliseconds); a record without one counts at its own
+Kafka timestamp. Windows are tumbling, WINDOW_SECONDS long and aligned to the
+epoch: a word belongs to the window of its event time however late it
+arrives, so there is no watermark and nothing is dropped for lateness.
+"""
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from services.text_processor.topology import EVENT_TIME_HEADER
+
+
+def event_time(words: DataFrame):
+    header = F.try_element_at(
+        F.filter("headers", lambda h: h["key"] == EVENT_TIME_HEADER), F.lit(1))["value"]
+    millis = header.cast("string").try_cast("long")
+    return F.coalesce(F.timestamp_millis(millis), F.col("timestamp"))
+
+
+def count_words(words: DataFrame, window_seconds: int) -> DataFrame:
+    """Columns: window_start (epoch seconds), word, count.
+
+    Null values, and words Postgres text cannot hold (a NUL character), are
+    left out; the batch's log line shows them as rows_in minus counted."""
+    window_start = F.floor(F.unix_millis(event_time(words)) / (window_seconds * 1000)) * window_seconds
+    word = F.col("value").cast("string")
+    return (
+        words.select(window_start.alias("window_start"), word.alias("word"))
+        .where(F.col("word").isNotNull() & ~F.col("word").contains("\u0000"))
+        .groupBy("window_start", "word")
+        .count()
+    )

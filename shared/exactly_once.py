@@ -1,0 +1,113 @@
+"""Exactly-once micro-batches into Postgres.
+
+A micro-batch's results and the offsets it reached go into Postgres in one
+transaction, and a starting worker resumes from those offsets, so a dyno
+restarted on an empty disk neither loses nor repeats a batch.
+
+The offsets only move forward from where a batch began: for each partition,
+the stored next offset must be at or before the batch's first offset there.
+A batch that overlaps what is stored was already written (by this process
+before a restart, or by another copy of the worker); its transaction is
+rolled back whole and the query restarts from the stored offsets. So two
+copies on the same partitions still count every record once.
+"""
+
+import time
+
+from pyspark.sql import functions as F
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from shared.logs import log
+
+MAX_BACKOFF_SECONDS = 30
+
+FENCED_ADVANCE = text("""
+    INSERT INTO kafka_offsets (consumer, topic, partition, next_offset)
+    VALUES (:consumer, :topic, :partition, :next_offset)
+    ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
+    WHERE kafka_offsets.next_offset <= :first_offset""")
+
+
+class StaleBatchError(Exception):
+    """The batch overlaps offsets already stored: it was written before."""
+
+
+def engine_for(database_url):
+    return create_engine(database_url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+
+
+def offset_ranges(batch):
+    """{partition: (first offset, last offset)} of the records in a batch."""
+    rows = batch.groupBy("partition").agg(F.min("offset").alias("first"),
+                                          F.max("offset").alias("last")).collect()
+    return {row.partition: (row.first, row.last) for row in rows}
+
+
+class PostgresProgress:
+    def __init__(self, engine, consumer, topic, stop_requested):
+        self.engine = engine
+        self.consumer = consumer
+        self.topic = topic
+        self.stop_requested = stop_requested
+
+    def stored(self):
+        """{partition: next offset} where this consumer's batches resume."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(text(
+                "SELECT partition, next_offset FROM kafka_offsets"
+                " WHERE consumer = :consumer AND topic = :topic"),
+                {"consumer": self.consumer, "topic": self.topic})
+            return dict(rows.all())
+
+    def commit(self, ranges, write):
+        """In one transaction: advance the offsets past `ranges`, then
+        `write(connection)`. Retried while Postgres cannot be reached."""
+        failures = 0
+        while True:
+            try:
+                with self.engine.begin() as connection:
+                    self._advance(connection, ranges)
+                    return write(connection)
+            except (OperationalError, DBAPIError) as error:
+                if not _is_connection_problem(error) or self.stop_requested.is_set():
+                    raise
+                failures += 1
+                backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures / 2)
+                log("postgres_unavailable", error=type(error.orig).__name__, retry_in_s=backoff)
+                self.stop_requested.wait(backoff)
+
+    def _advance(self, connection, ranges):
+        for partition, (first, last) in sorted(ranges.items()):
+            moved = connection.execute(FENCED_ADVANCE, {
+                "consumer": self.consumer, "topic": self.topic, "partition": partition,
+                "next_offset": last + 1, "first_offset": first}).rowcount
+            if moved != 1:
+                raise StaleBatchError(f"{self.topic} partition {partition} is stored past offset {first}")
+
+
+def _is_connection_problem(error):
+    return isinstance(error, OperationalError) or error.connection_invalidated
+
+
+def foreach_batch(context, aggregate, write):
+    """A foreachBatch function: `aggregate(batch)` in Spark, its rows collected,
+    then `write(connection, rows)` in the transaction that stores the offsets.
+    `write` returns fields for the batch's log line."""
+
+    def write_batch(batch, batch_id):
+        batch.persist()  # read from Kafka once for the two jobs below
+        try:
+            ranges = offset_ranges(batch)
+            if not ranges:
+                return
+            rows = aggregate(batch).collect()
+            began = time.monotonic()
+            fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
+            context.batch_log.report(batch_id, rows_out=len(rows),
+                                     postgres_ms=int((time.monotonic() - began) * 1000),
+                                     **(fields or {}))
+        finally:
+            batch.unpersist()
+
+    return write_batch

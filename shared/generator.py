@@ -1,0 +1,50 @@
+"""Stream lines to a topic at a chosen rate, showing progress: the loop the
+services' generators share (demos, `make run`, benchmarks)."""
+
+import argparse
+import itertools
+import time
+
+from kafka import KafkaProducer
+
+from shared import config as config_module
+from shared.logs import log
+
+
+def arguments(description):
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rate", type=float, default=100.0,
+                        help="lines per second; 0 for as fast as possible (default 100)")
+    parser.add_argument("--count", type=int, default=None,
+                        help="stop after this many lines (default: never)")
+    return parser
+
+
+def stream(topic, lines, rate, count=None, progress_every=1.0):
+    """Send `lines` (bytes) to `<prefix><topic>`; returns how many were sent."""
+    kafka = config_module.load().kafka
+    producer = KafkaProducer(**kafka.kafka_python_kwargs(), linger_ms=20, acks=1,
+                             max_request_size=1_048_000)
+    began = last_report = time.monotonic()
+    sent = 0
+    try:
+        for line in itertools.islice(lines, count):
+            producer.send(kafka.topic(topic), line)
+            sent += 1
+            now = time.monotonic()
+            if rate > 0:
+                ahead = sent / rate - (now - began)
+                if ahead > 0:
+                    time.sleep(ahead)
+            if now - last_report >= progress_every:
+                last_report = now
+                log("progress", topic=kafka.topic(topic), sent=sent,
+                    rate_per_s=sent / max(now - began, 1e-9))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        producer.flush()
+        producer.close()
+    elapsed = time.monotonic() - began
+    log("generated", topic=kafka.topic(topic), sent=sent, seconds=elapsed)
+    return sent

@@ -1,0 +1,63 @@
+"""The project's Postgres schema, migrated in order, once.
+
+Each step runs once, in its own transaction, recorded in `schema_migrations`.
+A transaction-scoped advisory lock serializes processes that start at once
+(several dynos, or the release phase beside a restarting worker).
+Add steps at the end; never edit one that has shipped.
+
+    python -m shared.migrations      (the Procfile's `release`)
+"""
+
+from sqlalchemy import create_engine, text
+
+from shared import config as config_module
+from shared.logs import log
+
+LOCK_ID = 7_413_281  # any constant: the key of the advisory lock
+
+STEPS = [
+    ("kafka_offsets", """
+        CREATE TABLE kafka_offsets (
+            consumer    text   NOT NULL,
+            topic       text   NOT NULL,
+            partition   int    NOT NULL,
+            next_offset bigint NOT NULL,
+            PRIMARY KEY (consumer, topic, partition))"""),
+    ("windowed_counts", """
+        CREATE TABLE windowed_counts (
+            window_start timestamptz NOT NULL,
+            window_end   timestamptz NOT NULL,
+            word         text        NOT NULL,
+            count        bigint      NOT NULL,
+            PRIMARY KEY (window_start, word))"""),
+]
+
+
+def migrate(engine):
+    applied = []
+    for name, statement in STEPS:
+        with engine.begin() as connection:
+            connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": LOCK_ID})
+            connection.execute(text(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"))
+            done = connection.execute(text("SELECT 1 FROM schema_migrations WHERE name = :name"),
+                                      {"name": name}).first()
+            if not done:
+                connection.execute(text(statement))
+                connection.execute(text("INSERT INTO schema_migrations (name) VALUES (:name)"),
+                                   {"name": name})
+                applied.append(name)
+    return applied
+
+
+def main():
+    config = config_module.load(needs_kafka=False, needs_database=True)
+    engine = create_engine(config.database_url)
+    applied = migrate(engine)
+    engine.dispose()
+    log("migrated", applied=",".join(applied) or "none", steps=len(STEPS))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Reading Postgres in tests."""
+
+from sqlalchemy import create_engine, text
+
+
+def postgres_url(url):
+    """A SQLAlchemy URL for a postgres:// one (tests read Postgres on their own)."""
+    return "postgresql+psycopg2://" + url.split("://", 1)[1]
+
+
+def query(database_url, sql, **parameters):
+    engine = create_engine(postgres_url(database_url))
+    try:
+        with engine.connect() as connection:
+            return connection.execute(text(sql), parameters).all()
+    finally:
+        engine.dispose()
+
+
+def windowed_counts(database_url):
+    """{(window_start epoch s, word): count}, and every row's window_end - window_start."""
+    rows = query(database_url, "SELECT extract(epoch FROM window_start)::bigint, word, count,"
+                               " extract(epoch FROM window_end - window_start)::int FROM windowed_counts")
+    return {(start, word): count for start, word, count, _ in rows}, {length for *_, length in rows}

@@ -1,0 +1,151 @@
+"""The aggregator end to end: real broker (both modes), real Postgres, the
+real worker; the table must hold exactly the expected counts, whatever
+happens to the worker or the database."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+
+import pytest
+
+from tests.kafka_io import committed_offsets, end_offsets, produce
+from tests.postgres import query, windowed_counts
+from tests.processes import MODES, ROOT, wait_until
+
+T0 = 1_795_000_200  # a multiple of 10: the start of a window
+VOCABULARY = ["alpha", "beta", "gamma", "δέλτα", "東京", "x"]
+
+
+@pytest.fixture(autouse=True)
+def release_phase(database_url):
+    """The Procfile's release command, as Heroku runs it before the workers."""
+    done = subprocess.run([sys.executable, "-m", "shared.migrations"], cwd=ROOT, text=True,
+                          capture_output=True, env={**os.environ, "DATABASE_URL": database_url})
+    assert done.returncode == 0, done.stderr
+    assert "applied=kafka_offsets,windowed_counts" in done.stdout
+
+
+def word_records(count, seed, late_every=7):
+    """(word, event time ms, record timestamp ms); every `late_every`-th arrives an hour late."""
+    rng = random.Random(seed)
+    records = []
+    for n in range(count):
+        event_ms = (T0 + rng.randrange(0, 60)) * 1000 + rng.randrange(1000)
+        arrives_ms = event_ms + (3_600_000 if n % late_every == 0 else rng.randrange(500))
+        records.append((rng.choice(VOCABULARY), event_ms, arrives_ms))
+    return records
+
+
+def send(stack, prefix, records):
+    produce(stack, prefix + "words", [word for word, _, _ in records],
+            timestamps_ms=[arrives for _, _, arrives in records],
+            headers=[[("event_time", str(event).encode())] for _, event, _ in records])
+
+
+def expected_counts(records, window_seconds=10):
+    return Counter(((event // 1000) // window_seconds * window_seconds, word)
+                   for word, event, _ in records)
+
+
+def stored_total(database_url, prefix):
+    rows = query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets"
+                               " WHERE consumer = :c", c=prefix + "aggregator-app")
+    return rows[0][0] if rows else 0
+
+
+def everything_stored(stack, prefix, database_url):
+    try:
+        return stored_total(database_url, prefix) == sum(end_offsets(stack, prefix + "words").values())
+    except Exception:  # noqa: BLE001 - the table may not exist yet, or Postgres is down
+        return False
+
+
+def assert_exact(database_url, expected):
+    counts, lengths = windowed_counts(database_url)
+    assert counts == dict(expected)
+    assert lengths == {10}
+
+
+@pytest.mark.parametrize("stack", MODES, indirect=True)
+def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, prefix, database_url, workers):
+    records = word_records(3000, seed=1)
+    send(stack, prefix, records)
+    # No header: the record's own timestamp is the event time.
+    produce(stack, prefix + "words", ["plain"] * 3, timestamps_ms=[(T0 + 95) * 1000] * 3)
+    expected = expected_counts(records) + Counter({(T0 + 90, "plain"): 3})
+
+    worker = workers.start("services.aggregator")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 120, "all words stored")
+    assert_exact(database_url, expected)
+    wait_until(lambda: committed_offsets(stack, prefix + "aggregator-app", prefix + "words")
+               == end_offsets(stack, prefix + "words"), 30, "lag visible in the consumer group")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    assert any(int(b.get("counted", 0)) > 0 for b in worker.log_lines("batch"))
+
+
+class SteadyInput:
+    """Sends batches of words in the background until `total` are sent."""
+
+    def __init__(self, stack, prefix, total, chunk=500):
+        self.records = word_records(total, seed=2)
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(stack, prefix, chunk), daemon=True)
+        self._thread.start()
+
+    def _run(self, stack, prefix, chunk):
+        for start in range(0, len(self.records), chunk):
+            send(stack, prefix, self.records[start:start + chunk])
+        self.done.set()
+
+
+def test_sigkill_at_random_moments_loses_and_doubles_nothing(stack, prefix, database_url, workers):
+    rng = random.Random(3)
+    small = {"MAX_OFFSETS_PER_TRIGGER": "700"}
+    input_ = SteadyInput(stack, prefix, 20_000)
+    for kill in range(3):
+        worker = workers.start("services.aggregator", **small)
+        already = stored_total(database_url, prefix) if kill else 0
+        threshold = already + rng.randrange(700, 3000)
+        wait_until(lambda: stored_total(database_url, prefix) >= threshold, 120,
+                   f"kill {kill}: {threshold} offsets stored")
+        worker.signal(signal.SIGKILL)
+        worker.wait(30)
+    workers.start("services.aggregator", **small)
+    wait_until(input_.done.is_set, 120, "all input sent")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
+    assert_exact(database_url, expected_counts(input_.records))
+
+
+def test_postgres_down_mid_stream_then_back_loses_and_doubles_nothing(stack, prefix, database_url, workers):
+    if stack.postgres is None:
+        pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
+    input_ = SteadyInput(stack, prefix, 12_000)
+    worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="1000")
+    wait_until(lambda: stored_total(database_url, prefix) >= 1000, 120, "some batches stored")
+    stack.postgres.stop()
+    try:
+        wait_until(lambda: "event=postgres_unavailable" in worker.output(), 60, "the worker noticing")
+    finally:
+        stack.postgres.start()
+    wait_until(input_.done.is_set, 120, "all input sent")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
+    assert_exact(database_url, expected_counts(input_.records))
+    assert worker.process.poll() is None, "the worker kept running through the outage"
+
+
+def test_two_copies_at_once_still_count_each_word_once(stack, prefix, database_url, workers):
+    input_ = SteadyInput(stack, prefix, 12_000)
+    small = {"MAX_OFFSETS_PER_TRIGGER": "800"}
+    first = workers.start("services.aggregator", **small, DYNO="aggregator_worker.1")
+    second = workers.start("services.aggregator", **small, DYNO="aggregator_worker.2")
+    wait_until(input_.done.is_set, 120, "all input sent")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 240, "all words stored")
+    assert_exact(database_url, expected_counts(input_.records))
+    for worker in (first, second):
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0

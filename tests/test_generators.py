@@ -1,0 +1,32 @@
+"""The generators stream what they are told to, at the rate they are told."""
+
+import subprocess
+import sys
+
+from tests.kafka_io import read_all
+from tests.processes import ROOT
+
+
+def run_generator(stack, prefix, module, *args):
+    env = {"PATH": "/usr/bin:/bin", **stack.environment(prefix)}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+
+
+def test_textlines_generator_streams_a_file_once(stack, prefix, tmp_path):
+    text = tmp_path / "moby.txt"
+    text.write_text("Call me Ishmael.\nSome years ago—never mind how long\n\nprecisely…\n")
+    done = run_generator(stack, prefix, "services.text_processor.generate", "--file", str(text),
+                         "--rate", "0")
+    records = read_all(stack, prefix + "textlines", 4)
+    assert sorted(r.value.decode() for r in records) == sorted(
+        ["Call me Ishmael.", "Some years ago—never mind how long", "", "precisely…"])
+    assert "event=generated" in done.stdout and "sent=4" in done.stdout
+
+
+def test_textlines_generator_makes_up_sentences_at_a_rate(stack, prefix):
+    done = run_generator(stack, prefix, "services.text_processor.generate",
+                         "--count", "30", "--rate", "20")
+    records = read_all(stack, prefix + "textlines", 30)
+    assert len(records) == 30 and all(r.value.strip() for r in records)
+    assert "event=progress" in done.stdout  # 30 lines at 20/s take 1.5 s: progress shown

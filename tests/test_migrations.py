@@ -1,0 +1,41 @@
+"""The schema migrates once, also when several processes start at once."""
+
+import threading
+
+from sqlalchemy import create_engine
+
+from shared.migrations import STEPS, migrate
+from tests.postgres import postgres_url, query
+
+
+def test_migrating_twice_changes_nothing_the_second_time(database_url):
+    engine = create_engine(postgres_url(database_url))
+    assert migrate(engine) == [name for name, _ in STEPS]
+    assert migrate(engine) == []
+    engine.dispose()
+    columns = query(database_url, "SELECT column_name, data_type FROM information_schema.columns"
+                                  " WHERE table_name = 'windowed_counts' ORDER BY ordinal_position")
+    assert [tuple(c) for c in columns] == [
+        ("window_start", "timestamp with time zone"), ("window_end", "timestamp with time zone"),
+        ("word", "text"), ("count", "bigint")]
+
+
+def test_processes_starting_at_once_apply_each_step_once(database_url):
+    applied, errors = [], []
+
+    def one_process():
+        engine = create_engine(postgres_url(database_url))
+        try:
+            applied.extend(migrate(engine))
+        except Exception as error:  # noqa: BLE001 - the assertion below reports it
+            errors.append(error)
+        finally:
+            engine.dispose()
+
+    threads = [threading.Thread(target=one_process) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert sorted(applied) == sorted(name for name, _ in STEPS)

@@ -1,0 +1,70 @@
+"""The text processor end to end: a real broker (plaintext and Heroku-like),
+the real worker process, lines in and the exact words out."""
+
+import signal
+from collections import Counter
+
+import pytest
+
+from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
+from tests.processes import MODES, wait_until
+from tests.test_text_processor_topology import HARD_LINES, oracle
+
+BASE_MS = 1_795_000_000_000  # 2026-11-18
+ONE_MB_LINE = ("abcdefghi " * 100_000).encode()  # 1,000,000 bytes, 100,000 words
+
+
+def all_processed(stack, prefix):
+    topic = prefix + "textlines"
+    return committed_offsets(stack, prefix + "text-processor-app", topic) == end_offsets(stack, topic)
+
+
+@pytest.mark.parametrize("stack", MODES, indirect=True)
+def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers):
+    values = [line.encode() for line in HARD_LINES] + [
+        b"\xff\xfe broken \xc3\x28 bytes", None, ONE_MB_LINE, b"after the big one"]
+    timestamps = [BASE_MS + 1_000 * i for i in range(len(values))]
+    produce(stack, prefix + "textlines", values, timestamps)
+    expected = Counter()
+    for value, timestamp in zip(values, timestamps):
+        text = (value or b"").decode("utf-8", "replace")
+        expected.update((word, str(timestamp)) for word in oracle(text))
+
+    worker = workers.start("services.text_processor")
+    records = read_all(stack, prefix + "words", sum(expected.values()), timeout=180)
+    wait_until(lambda: all_processed(stack, prefix), 60, "offsets committed")
+
+    got = Counter((r.value.decode(), dict(r.headers)["event_time"].decode()) for r in records)
+    assert got == expected
+    assert all(r.key == r.value for r in records)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+
+
+def test_sigkill_mid_stream_then_restart_on_an_empty_disk_loses_nothing(stack, prefix, workers):
+    lines = [f"l{n}x alpha beta".encode() for n in range(3000)]
+    produce(stack, prefix + "textlines", lines)
+    small_batches = {"MAX_OFFSETS_PER_TRIGGER": "200"}
+
+    first = workers.start("services.text_processor", **small_batches)
+    group, topic = prefix + "text-processor-app", prefix + "textlines"
+    wait_until(lambda: sum(committed_offsets(stack, group, topic).values()) >= 600, 120,
+               "some batches committed")
+    first.signal(signal.SIGKILL)
+    first.wait(30)
+    committed_at_kill = committed_offsets(stack, group, topic)
+    assert sum(committed_at_kill.values()) < 3000, "the kill came too late to test anything"
+
+    second = workers.start("services.text_processor", **small_batches)  # a fresh checkpoint
+    wait_until(lambda: all_processed(stack, prefix), 180, "every line processed after restart")
+    second.signal(signal.SIGTERM)
+    assert second.wait(30) == 0
+
+    where = {r.value.split()[0].decode(): (r.partition, r.offset)
+             for r in read_all(stack, topic, 3000)}
+    counts = Counter(r.value.decode() for r in read_all(stack, prefix + "words", 3 * 3000))
+    for token, (partition, offset) in where.items():
+        committed = offset < committed_at_kill.get(partition, 0)
+        assert counts[token] == 1 if committed else counts[token] in (1, 2), token
+    repeated = sum(counts[token] - 1 for token in where)
+    assert counts["alpha"] == counts["beta"] == 3000 + repeated

@@ -1,0 +1,85 @@
+"""The text processor's topology on static DataFrames, against an oracle of
+the contract's tokenization written independently of Spark and Java."""
+
+import datetime
+from collections import Counter
+
+import pytest
+import regex
+
+from services.text_processor.topology import words
+
+# Java's \w with UNICODE_CHARACTER_CLASS, as its Pattern documentation defines it:
+# [\p{Alpha}\p{gc=Mn}\p{gc=Me}\p{gc=Mc}\p{Digit}\p{gc=Pc}\p{IsJoin_Control}]
+JAVA_WORD_RUN = regex.compile(r"[\p{Alphabetic}\p{Mn}\p{Me}\p{Mc}\p{Nd}\p{Pc}\p{Join_Control}]+")
+
+
+def oracle(line: str):
+    """Lower-case (locale-independent), then the runs between non-word runs."""
+    return JAVA_WORD_RUN.findall(line.lower())
+
+
+HARD_LINES = [
+    "The quick brown fox jumps over the lazy dog",
+    "Café crème brûlée",  # precomposed accents
+    "Cafe\u0301 cre\u0300me",  # combining marks belong to the word
+    "東京タワーは高い。日本語の文章です",  # CJK, katakana, the prolonged sound mark (Lm)
+    "ПРИВЕТ, Мир! Ёжик",  # Cyrillic
+    "ΟΔΟΣ ΣΟΦΟΣ ΣΊΣΥΦΟΣ Σ",  # Greek: a final capital sigma lower-cases to ς
+    "don't won’t l'amour",  # apostrophes split words
+    "state-of-the-art — well‐known",  # hyphen, em dash, U+2010
+    "snake_case __init__ a‿b",  # connector punctuation is part of a word
+    "Route 66, ١٢٣ and １２３ Ⅻ",  # ASCII, Arabic-Indic and fullwidth digits; a Roman numeral
+    "I ❤️ 🍕 pizza 👨‍👩‍👧",  # emoji split words; VS16 (Mn) and ZWJ are word characters
+    "...hello!!! (world) «quoted» ¿qué?",  # leading and trailing punctuation
+    "   \t  ",  # whitespace only
+    "",
+    "İSTANBUL Straße ẞ ǅemal ﬁne",  # İ -> i̇, capital sharp s, a titlecase digraph, a ligature
+    "tab\tnew\nline\r\nend",
+    "Ⓐ circled letters",  # a symbol that is Alphabetic
+]
+
+
+def tokenize(spark, values, timestamps=None):
+    now = datetime.datetime(2026, 11, 20, 10, 0, 0, tzinfo=datetime.timezone.utc)
+    rows = [(value, (timestamps or {}).get(i, now)) for i, value in enumerate(values)]
+    lines = spark.createDataFrame(rows, "value binary, timestamp timestamp")
+    return words(lines).collect()
+
+
+def test_hard_text_splits_exactly_as_the_oracle(spark):
+    rows = tokenize(spark, [line.encode() for line in HARD_LINES])
+    expected = [word for line in HARD_LINES for word in oracle(line)]
+    assert Counter(row.value.decode() for row in rows) == Counter(expected)
+    assert all(row.key == row.value for row in rows)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("ΟΔΟΣ", ["οδος"]),
+    ("don't", ["don", "t"]),
+    ("snake_case", ["snake_case"]),
+    ("İ", ["i\u0307"]),
+    ("   ", []),
+    ("¡Hola!", ["hola"]),
+])
+def test_examples_worth_reading(spark, line, expected):
+    assert [row.value.decode() for row in tokenize(spark, [line.encode()])] == expected
+
+
+def test_each_word_carries_its_lines_event_time(spark):
+    first = datetime.datetime(2026, 11, 20, 10, 0, 3, 250000, tzinfo=datetime.timezone.utc)
+    late = datetime.datetime(2026, 11, 19, 23, 59, 59, 999000, tzinfo=datetime.timezone.utc)
+    rows = tokenize(spark, [b"one two", b"three"], {0: first, 1: late})
+    times = {row.value.decode(): [(h.key, h.value.decode()) for h in row.headers] for row in rows}
+    assert times == {
+        "one": [("event_time", str(int(first.timestamp() * 1000)))],
+        "two": [("event_time", str(int(first.timestamp() * 1000)))],
+        "three": [("event_time", str(int(late.timestamp() * 1000)))],
+    }
+
+
+def test_invalid_utf8_null_and_empty_values_do_not_fail_and_lose_nothing_else(spark):
+    broken = b"\xff\xfeABC def\xc3\x28ghi \xed\xa0\x80 end"
+    rows = tokenize(spark, [broken, None, b"", b"ok then"])
+    words_out = [row.value.decode() for row in rows]  # output is valid UTF-8
+    assert Counter(words_out) == Counter(oracle(broken.decode("utf-8", "replace")) + ["ok", "then"])
