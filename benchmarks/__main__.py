@@ -5,11 +5,12 @@
 
 import sys
 
-from benchmarks import stack_startup, text_processor
+from benchmarks import aggregator, stack_startup, text_processor
 
 CASES = {
     "stack_startup": stack_startup.main,
     "text_processor": text_processor.main,
+    "aggregator": aggregator.main,
 }
 
 

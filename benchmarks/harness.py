@@ -1,6 +1,7 @@
 """What the benchmark cases share: a stack, a worker process, its peak RSS."""
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ class MeasuredWorker:
                                         env={**os.environ, **env}, stdout=self._log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
         self.peak_rss = 0
+        self.peak_rss_by_program = {}  # "python" / "java": the largest each reached
         self._sampling = True
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
@@ -35,14 +37,17 @@ class MeasuredWorker:
         while self._sampling:
             try:
                 tree = [root, *root.children(recursive=True)]
-                self.peak_rss = max(self.peak_rss, sum(p.memory_info().rss for p in tree))
+                rss = {p.name(): p.memory_info().rss for p in tree}
+                self.peak_rss = max(self.peak_rss, sum(rss.values()))
+                for name, size in rss.items():
+                    self.peak_rss_by_program[name] = max(size, self.peak_rss_by_program.get(name, 0))
             except psutil.Error:
                 pass
             time.sleep(0.2)
 
     def batches(self):
         lines = Path(self.log_path).read_text(errors="replace").splitlines()
-        return [dict(pair.split("=", 1) for pair in line.split())
+        return [dict(pair.split("=", 1) for pair in shlex.split(line))
                 for line in lines if line.startswith("event=batch ")]
 
     def stop(self):
@@ -50,6 +55,11 @@ class MeasuredWorker:
         self.process.wait(60)
         self._sampling = False
         self._log.close()
+
+
+    def peaks_mb(self):
+        return {f"peak_rss_{name.replace('.', '_')}_mb": size / 2**20
+                for name, size in self.peak_rss_by_program.items()}
 
 
 def preload(stack, topic, lines):
@@ -84,3 +94,19 @@ def report(name, **numbers):
 
 def local_stack():
     return LocalStack(database_url=os.environ.get("DATABASE_URL"))
+
+
+def spark_preload(stack, topic, build_records, count):
+    """Write `count` generated records to `topic` with a Spark batch job: far
+    faster than a Python producer. `build_records(ids)` maps a DataFrame of
+    `id` to Kafka columns (key, value[, headers])."""
+    from shared.config import load
+    from shared.spark import session
+
+    spark = session("bench-preload")
+    kafka = load(stack.environment()).kafka
+    began = time.monotonic()
+    (build_records(spark.range(count, numPartitions=4)).write.format("kafka")
+     .options(**kafka.spark_kafka_options()).option("topic", topic)
+     .option("kafka.linger.ms", "50").option("kafka.batch.size", "1000000").save())
+    return time.monotonic() - began

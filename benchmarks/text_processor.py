@@ -53,7 +53,7 @@ def main():
         worker.stop()
         report("text_processor_latency", rate_lines_per_s=STEADY_RATE,
                p50_s=percentile(latencies, 0.5), p99_s=percentile(latencies, 0.99),
-               peak_rss_mb=worker.peak_rss / 2**20)
+               peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
 
 
 def steady_latencies(stack, lines_topic, words_topic):

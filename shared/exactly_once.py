@@ -14,6 +14,7 @@ copies on the same partitions still count every record once.
 
 import time
 
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -37,11 +38,29 @@ def engine_for(database_url):
     return create_engine(database_url, pool_pre_ping=True, pool_size=2, max_overflow=2)
 
 
-def offset_ranges(batch):
-    """{partition: (first offset, last offset)} of the records in a batch."""
-    rows = batch.groupBy("partition").agg(F.min("offset").alias("first"),
-                                          F.max("offset").alias("last")).collect()
-    return {row.partition: (row.first, row.last) for row in rows}
+def observe_offset_ranges(batch, partitions):
+    """The batch, observed: once an action has run on what it feeds, the
+    returned function gives {partition: (first offset, last offset)} of the
+    records read. One pass over the batch, no second job."""
+    observation = Observation()
+    first_and_last = [
+        aggregate(F.when(F.col("partition") == partition, F.col("offset"))).alias(f"{name}_{partition}")
+        for partition in partitions for name, aggregate in (("first", F.min), ("last", F.max))]
+    unknown = F.count(F.when(~F.col("partition").isin(list(partitions)), 1)).alias("unknown")
+    observed = batch.observe(observation, unknown, *first_and_last)
+
+    def ranges():
+        metrics = observation.get
+        if metrics["unknown"]:
+            raise NewPartitionsError("the topic has partitions this query does not know yet")
+        return {partition: (metrics[f"first_{partition}"], metrics[f"last_{partition}"])
+                for partition in partitions if metrics[f"first_{partition}"] is not None}
+
+    return observed, ranges
+
+
+class NewPartitionsError(Exception):
+    """Restarting the query picks the new partitions up."""
 
 
 class PostgresProgress:
@@ -90,24 +109,23 @@ def _is_connection_problem(error):
     return isinstance(error, OperationalError) or error.connection_invalidated
 
 
-def foreach_batch(context, aggregate, write):
+def foreach_batch(context, aggregate, write, after_commit=None):
     """A foreachBatch function: `aggregate(batch)` in Spark, its rows collected,
     then `write(connection, rows)` in the transaction that stores the offsets.
-    `write` returns fields for the batch's log line."""
+    `write` returns fields for the batch's log line; `after_commit()` runs once
+    that transaction is committed."""
 
     def write_batch(batch, batch_id):
-        batch.persist()  # read from Kafka once for the two jobs below
-        try:
-            ranges = offset_ranges(batch)
-            if not ranges:
-                return
-            rows = aggregate(batch).collect()
+        observed, offset_ranges = observe_offset_ranges(batch, context.partitions)
+        rows = aggregate(observed).collect()
+        ranges = offset_ranges()
+        if ranges:
             began = time.monotonic()
             fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
+            if after_commit:
+                after_commit()
             context.batch_log.report(batch_id, rows_out=len(rows),
                                      postgres_ms=int((time.monotonic() - began) * 1000),
                                      **(fields or {}))
-        finally:
-            batch.unpersist()
 
     return write_batch

@@ -166,7 +166,8 @@ class KafkaBroker:
             "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
             "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+        # `=`: a base64 id may begin with "-", which would read as an option.
+        subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                                   "-c", str(config)),
                        check=True, stdout=subprocess.DEVNULL)
         self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)),
@@ -284,10 +285,14 @@ class LocalStack:
 
     def start(self):
         began = time.monotonic()
-        if self.postgres:
-            self.postgres.start()
-            self.database_url = self.postgres.url
-        self.broker.start()
+        try:
+            if self.postgres:
+                self.postgres.start()
+                self.database_url = self.postgres.url
+            self.broker.start()
+        except BaseException:
+            self.stop()  # nothing half-started is left behind
+            raise
         self.startup_seconds = time.monotonic() - began
         return self
 

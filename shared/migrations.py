@@ -30,6 +30,27 @@ STEPS = [
             word         text        NOT NULL,
             count        bigint      NOT NULL,
             PRIMARY KEY (window_start, word))"""),
+    ("failed_login_counts", """
+        CREATE TABLE failed_login_counts (
+            user_id      text        NOT NULL,
+            window_start timestamptz NOT NULL,
+            count        bigint      NOT NULL,
+            PRIMARY KEY (user_id, window_start))"""),
+    ("alert_outbox", """
+        CREATE TABLE alert_outbox (
+            id              bigserial   PRIMARY KEY,
+            user_id         text        NOT NULL,
+            window_start    timestamptz NOT NULL,
+            severity        text        NOT NULL,
+            payload         text        NOT NULL,
+            created_at      timestamptz NOT NULL DEFAULT now(),
+            published_at    timestamptz,
+            kafka_partition int,
+            kafka_offset    bigint,
+            delivered_at      timestamptz,
+            delivery_attempts int         NOT NULL DEFAULT 0,
+            next_delivery_at  timestamptz NOT NULL DEFAULT now(),
+            UNIQUE (user_id, window_start, severity))"""),
 ]
 
 

@@ -169,6 +169,7 @@ class Context:
     stop_requested: threading.Event
     # Workers that write to Postgres keep their offsets there, with their results.
     progress: PostgresProgress = None
+    partitions: tuple = ()  # of the input topic, when the query started
 
 
 def run(app, topic, start_query, *, transactional=False):
@@ -199,7 +200,8 @@ def run(app, topic, start_query, *, transactional=False):
     failures = 0
     while not stopper.requested.is_set():
         stored = context.progress.stored() if transactional else group.committed()
-        offsets = starting_offsets(group.partitions(), stored, spark_module.start_from())
+        context.partitions = tuple(group.partitions())
+        offsets = starting_offsets(context.partitions, stored, spark_module.start_from())
         source = spark_module.kafka_stream(spark, config.kafka, topic, app, offsets)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
             query = start_query(context, source, checkpoint)

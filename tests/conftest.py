@@ -4,6 +4,8 @@ test session, when a test first asks for it. Each test gets its own topic
 prefix, so tests never share data."""
 
 import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -12,7 +14,7 @@ from sqlalchemy import create_engine, text
 
 from shared.local_stack import LocalStack
 from tests.postgres import postgres_url
-from tests.processes import WorkerProcesses
+from tests.processes import ROOT, WorkerProcesses
 
 
 @pytest.fixture(scope="session")
@@ -72,3 +74,12 @@ def spark():
     spark_session = session("tests")
     yield spark_session
     spark_session.stop()
+
+
+@pytest.fixture
+def release(database_url):
+    """The Procfile's release command, run as Heroku runs it before the workers."""
+    done = subprocess.run([sys.executable, "-m", "shared.migrations"], cwd=ROOT, text=True,
+                          capture_output=True, env={**os.environ, "DATABASE_URL": database_url})
+    assert done.returncode == 0, done.stderr
+    assert "event=migrated" in done.stdout

@@ -1,6 +1,7 @@
 """Worker processes for end-to-end tests, and waiting with a deadline."""
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -36,7 +37,7 @@ class Worker:
 
     def log_lines(self, event):
         """The worker's key=value lines of one event, as dicts."""
-        return [dict(pair.split("=", 1) for pair in line.split())
+        return [dict(pair.split("=", 1) for pair in shlex.split(line))
                 for line in self.output().splitlines()
                 if line.startswith(f"event={event} ")]
 

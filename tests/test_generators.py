@@ -30,3 +30,13 @@ def test_textlines_generator_makes_up_sentences_at_a_rate(stack, prefix):
     records = read_all(stack, prefix + "textlines", 30)
     assert len(records) == 30 and all(r.value.strip() for r in records)
     assert "event=progress" in done.stdout  # 30 lines at 20/s take 1.5 s: progress shown
+
+
+def test_loglines_generator_uses_the_given_users_and_failure_probability(stack, prefix):
+    run_generator(stack, prefix, "services.anomaly_detector.generate", "--count", "400",
+                  "--rate", "0", "--user", "alice", "--user", "bob", "--failure-probability", "0.25")
+    lines = [r.value.decode() for r in read_all(stack, prefix + "loglines", 400)]
+    assert len(lines) == 400
+    assert {line.split("|")[0].strip() for line in lines} == {"user_id: alice", "user_id: bob"}
+    failed = sum("action: login failed" in line for line in lines)
+    assert 60 <= failed <= 140  # 100 expected; far outside this would be a broken generator

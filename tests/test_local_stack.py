@@ -60,3 +60,16 @@ def test_the_command_line_runs_a_command_in_the_stacks_environment_then_stops_it
     assert exports["DATABASE_URL"].startswith("postgres://postgres@127.0.0.1:")
     assert "topics ['cli.alerts', 'cli.loglines', 'cli.textlines', 'cli.words']" in done.stdout
     assert not port_open(exports["KAFKA_URL"]) and not port_open(exports["DATABASE_URL"].split("@")[1].split("/")[0])
+
+
+def test_a_cluster_id_that_looks_like_an_option_still_formats(tmp_path, monkeypatch):
+    from shared import local_stack
+
+    encode = local_stack.base64.urlsafe_b64encode
+    monkeypatch.setattr(local_stack.base64, "urlsafe_b64encode", lambda raw: b"-" + encode(raw)[1:])
+    broker = local_stack.KafkaBroker(tmp_path / "kafka")
+    try:
+        broker.start()
+        assert broker._ready()
+    finally:
+        broker.stop()

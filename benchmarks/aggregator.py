@@ -1,0 +1,93 @@
+"""aggregator: drain a preloaded backlog of words into Postgres, then the
+latency from a word's produce to its count being visible.
+
+Targets (2 cores): >= 300,000 words/s, peak RSS < 1 GB. BENCH_WORDS sets the
+backlog (default 5,000,000 words over a Zipf-like vocabulary of 50,000).
+"""
+
+import os
+import tempfile
+import time
+
+from kafka import KafkaProducer
+from pyspark.sql import functions as F
+from sqlalchemy import create_engine, text
+
+from benchmarks.harness import (MeasuredWorker, local_stack, percentile, report, spark_preload,
+                                wait_until)
+from shared.migrations import migrate
+
+PREFIX = "bench."
+VOCABULARY = 50_000
+PROBES, PROBE_RATE = 200, 10  # probe words, per second
+
+
+def realistic_words(ids):
+    """Word ranks skewed towards the common ones; event times advance as a
+    stream of 300,000 words a second would have them (about 17 s for 5M words,
+    so 2 or 3 windows), with one word in a hundred up to a minute late."""
+    rank = F.floor(F.pow(F.rand(7), 3) * VOCABULARY).cast("int")
+    word = F.concat(F.lit("w"), rank.cast("string")).cast("binary")
+    on_time_ms = F.lit(1_795_000_200_000) + F.floor(F.col("id") / 300)
+    late_ms = F.when(F.col("id") % 100 == 0, F.floor(F.rand(9) * 60_000)).otherwise(0)
+    event_ms = on_time_ms - late_ms
+    header = F.array(F.struct(F.lit("event_time").alias("key"),
+                              event_ms.cast("string").cast("binary").alias("value")))
+    return ids.select(word.alias("key"), word.alias("value"), header.alias("headers"))
+
+
+def main():
+    count = int(os.environ.get("BENCH_WORDS", "5000000"))
+    with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
+        stack.broker.create_topics(PREFIX, partitions=2)
+        topic = PREFIX + "words"
+        preload_s = spark_preload(stack, topic, realistic_words, count)
+        database = "postgresql+psycopg2://" + stack.database_url.split("://", 1)[1]
+        engine = create_engine(database)
+        migrate(engine)
+
+        worker = MeasuredWorker("services.aggregator", stack.environment(PREFIX),
+                                f"{folder}/worker.log")
+        wait_until(lambda: stored_offsets(engine) >= count, 3600)
+        batches = worker.batches()
+        busy_s = sum(int(b["duration_ms"]) for b in batches) / 1000
+        words_in = sum(int(b["rows_in"]) for b in batches)
+        report("aggregator_drain", words=words_in, preload_s=preload_s, batches=len(batches),
+               words_per_s=words_in / busy_s, rows_upserted=sum(int(b["rows_out"]) for b in batches),
+               peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
+
+        latencies = probe_latencies(stack, topic, engine)
+        worker.stop()
+        report("aggregator_latency", probes=len(latencies), rate_per_s=PROBE_RATE,
+               p50_s=percentile(latencies, 0.5), p99_s=percentile(latencies, 0.99),
+               peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
+        engine.dispose()
+
+
+def stored_offsets(engine):
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")).scalar()
+
+
+def probe_latencies(stack, topic, engine):
+    """Seconds from producing a unique word to its row appearing in Postgres."""
+    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=0)
+    sent_at, seen_at = {}, {}
+    began = time.monotonic()
+    deadline = began + PROBES / PROBE_RATE + 60
+    with engine.connect() as connection:
+        while len(seen_at) < PROBES and time.monotonic() < deadline:
+            due = min(PROBES, int((time.monotonic() - began) * PROBE_RATE) + 1)
+            for n in range(len(sent_at), due):
+                sent_at[f"probe{n}"] = time.monotonic()
+                producer.send(topic, f"probe{n}".encode())
+            producer.flush()
+            rows = connection.execute(text(
+                "SELECT word FROM windowed_counts WHERE word LIKE 'probe%'")).scalars()
+            now = time.monotonic()
+            for word in rows:
+                seen_at.setdefault(word, now)
+            connection.commit()
+            time.sleep(0.02)
+    producer.close()
+    return [seen_at[word] - sent_at[word] for word in seen_at]

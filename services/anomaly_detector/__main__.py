@@ -1,0 +1,36 @@
+"""anomaly_detector_worker: loglines -> alerts, one per threshold crossing.
+See topology.py (parsing, counting) and alerts.py (deciding, publishing)."""
+
+import os
+
+from services.anomaly_detector.alerts import AlertPublisher, record_failures
+from services.anomaly_detector.channels import ChannelDelivery, configured_channels
+from services.anomaly_detector.topology import NO_USER, failed_logins
+from shared import worker
+from shared.exactly_once import foreach_batch
+
+publisher = None  # one per process, across query restarts
+
+
+def start_query(context, source, checkpoint):
+    global publisher
+    config = context.config
+    if publisher is None:
+        engine = context.progress.engine
+        publisher = AlertPublisher(engine, config.kafka, context.stop_requested)
+        publisher.start()
+        ChannelDelivery(engine, configured_channels(os.environ), context.stop_requested).start()
+
+    def write(connection, rows):
+        counts = {(row.user, row.window_start): row["count"] for row in rows if row.user != NO_USER}
+        skipped = sum(row["count"] for row in rows if row.user == NO_USER)
+        alerts = record_failures(connection, counts, config) if counts else 0
+        return {"failed_logins": sum(counts.values()), "skipped_no_user": skipped, "alerts": alerts}
+
+    write_batch = foreach_batch(context, lambda batch: failed_logins(batch, config.window_seconds),
+                                write, after_commit=publisher.wake)
+    return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
+
+
+if __name__ == "__main__":
+    worker.run("anomaly-detector", "loglines", start_query, transactional=True)

@@ -1,0 +1,169 @@
+"""Alerts: decided once in Postgres, published to `<prefix>alerts` from an outbox.
+
+The batch's transaction adds its failed-login counts and learns each window's
+count before and after, so a threshold crossing is seen by exactly one batch
+however the records were batched and however many copies run; the alerts go
+into `alert_outbox` in that same transaction. A publisher thread sends them
+after commit and marks them published. Each record carries its outbox id in
+the `alert_id` header: a publisher that starts after a crash first looks for
+those ids on the topic, after the last offset it knows was published, so an
+alert sent just before the crash is marked, not sent again.
+"""
+
+import datetime
+import json
+import threading
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from psycopg2.extras import execute_values
+from sqlalchemy import text
+
+from shared.logs import log
+
+ADD_FAILURES = """
+    INSERT INTO failed_login_counts (user_id, window_start, count) VALUES %s
+    ON CONFLICT (user_id, window_start) DO UPDATE
+    SET count = failed_login_counts.count + EXCLUDED.count
+    RETURNING user_id, extract(epoch FROM window_start)::bigint, count"""
+FAILURE_ROW = "(%s, to_timestamp(%s), %s)"
+
+ADD_ALERTS = """
+    INSERT INTO alert_outbox (user_id, window_start, severity, payload) VALUES %s
+    ON CONFLICT (user_id, window_start, severity) DO NOTHING"""
+ALERT_ROW = "(%s, to_timestamp(%s), %s, %s)"
+
+
+def crossings(before, after, thresholds):
+    """The (severity, threshold) pairs a count crosses going from before to after."""
+    return [(severity, threshold) for severity, threshold in thresholds
+            if before <= threshold < after]
+
+
+def payload(user, window_start, window_seconds, count, severity, threshold):
+    def iso(seconds):
+        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return json.dumps({"user": user, "window_start": iso(window_start),
+                       "window_end": iso(window_start + window_seconds), "count": count,
+                       "severity": severity, "threshold": threshold}, ensure_ascii=False)
+
+
+def record_failures(connection, counts, config):
+    """In the batch's transaction: add `counts` ({(user, window_start): n}) and
+    put the alerts they cause in the outbox. Returns how many."""
+    thresholds = (("email", config.email_threshold), ("urgent", config.urgent_threshold))
+    with connection.connection.cursor() as cursor:
+        totals = execute_values(cursor, ADD_FAILURES,
+                                [(user, window, n) for (user, window), n in counts.items()],
+                                template=FAILURE_ROW, page_size=5000, fetch=True)
+        alerts = [
+            (user, window, severity,
+             payload(user, window, config.window_seconds, after, severity, threshold))
+            for user, window, after in totals
+            for severity, threshold in crossings(after - counts[(user, window)], after, thresholds)
+        ]
+        if alerts:
+            execute_values(cursor, ADD_ALERTS, alerts, template=ALERT_ROW, page_size=5000)
+    return len(alerts)
+
+
+class AlertPublisher:
+    """Sends the outbox to `<prefix>alerts`: woken after each batch's commit,
+    and every second in case a send failed."""
+
+    def __init__(self, engine, kafka, stop_requested):
+        self.engine = engine
+        self.kafka = kafka
+        self.topic = kafka.topic("alerts")
+        self.stop_requested = stop_requested
+        self.producer = KafkaProducer(**kafka.kafka_python_kwargs(), acks="all", linger_ms=0)
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="alert-publisher", daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def wake(self):
+        self._wake.set()
+
+    def _run(self):
+        reconciled = False
+        while not self.stop_requested.is_set():
+            try:
+                if not reconciled:
+                    self.reconcile()
+                    reconciled = True
+                while self.publish_pending():
+                    pass
+            except Exception as error:  # noqa: BLE001 - logged; the outbox keeps the alert
+                log("alert_publish_failed", error=f"{type(error).__name__}: {error}"[:300])
+            self._wake.wait(1.0)
+            self._wake.clear()
+
+    def publish_pending(self, limit=500):
+        """Publish up to `limit` unpublished alerts; returns how many."""
+        with self.engine.begin() as connection:
+            rows = connection.execute(text(
+                "SELECT id, user_id, severity, payload FROM alert_outbox WHERE published_at IS NULL"
+                " ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"), {"limit": limit}).all()
+            sends = [(row, self.producer.send(self.topic, key=row.user_id.encode(),
+                                              value=row.payload.encode(),
+                                              headers=[("alert_id", str(row.id).encode())]))
+                     for row in rows]
+            self.producer.flush()
+            published = [(row, future.get(timeout=30)) for row, future in sends]
+            self._mark(connection, [(row.id, meta.partition, meta.offset) for row, meta in published])
+        for row, _ in published:
+            log("alert", severity=row.severity, alert=row.payload)
+        return len(published)
+
+    def reconcile(self):
+        """Mark as published the pending alerts already on the topic (sent just
+        before a crash, never marked)."""
+        with self.engine.connect() as connection:
+            pending = set(connection.execute(text(
+                "SELECT id FROM alert_outbox WHERE published_at IS NULL")).scalars())
+            resume = dict(connection.execute(text(
+                "SELECT kafka_partition, max(kafka_offset) + 1 FROM alert_outbox"
+                " WHERE published_at IS NOT NULL GROUP BY kafka_partition")).all())
+        if not pending:
+            return
+        found = [(alert_id, partition, offset)
+                 for alert_id, partition, offset in self._alert_ids_on_topic(resume)
+                 if alert_id in pending]
+        with self.engine.begin() as connection:
+            self._mark(connection, found)
+        log("alerts_reconciled", pending=len(pending), already_on_topic=len(found))
+
+    def _alert_ids_on_topic(self, resume):
+        """(alert id, partition, offset) of every alert on the topic after `resume`."""
+        consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs(), enable_auto_commit=False,
+                                 consumer_timeout_ms=2000)
+        try:
+            partitions = [TopicPartition(self.topic, p) for p in consumer.partitions_for_topic(self.topic)]
+            consumer.assign(partitions)
+            ends = consumer.end_offsets(partitions)
+            for tp in partitions:
+                if tp.partition in resume:
+                    consumer.seek(tp, resume[tp.partition])
+                else:
+                    consumer.seek_to_beginning(tp)
+            read_to_end = lambda: all(consumer.position(tp) >= ends[tp] for tp in partitions)
+            if read_to_end():
+                return
+            for record in consumer:  # ends by itself when nothing more arrives
+                alert_id = dict(record.headers).get("alert_id")
+                if alert_id:
+                    yield int(alert_id), record.partition, record.offset
+                if read_to_end():
+                    return
+        finally:
+            consumer.close()
+
+    @staticmethod
+    def _mark(connection, published):
+        if published:
+            connection.execute(text(
+                "UPDATE alert_outbox SET published_at = now(), kafka_partition = :partition,"
+                " kafka_offset = :offset WHERE id = :id AND published_at IS NULL"),
+                [{"id": i, "partition": p, "offset": o} for i, p, o in published])

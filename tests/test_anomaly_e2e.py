@@ -1,0 +1,138 @@
+"""The anomaly detector end to end: real broker (both modes), real Postgres,
+the real worker; exactly the contract's alerts on the topic, once each."""
+
+import json
+import random
+import signal
+
+import pytest
+
+from tests.channel_servers import EventsApiServer, SmtpServer
+from tests.kafka_io import end_offsets, produce, read_all
+from tests.postgres import query
+from tests.processes import MODES, wait_until
+
+T0 = 1_795_000_200  # window A starts here; window B 10 s later
+FAILURES_IN_A = {"u150": 150, "u101": 101, "u100": 100, "u60": 60, "u51": 51, "u50": 50, "split": 60}
+EXPECTED = {
+    ("u150", T0, "email"), ("u150", T0, "urgent"), ("u101", T0, "email"), ("u101", T0, "urgent"),
+    ("u100", T0, "email"), ("u60", T0, "email"), ("u51", T0, "email"),
+    ("split", T0, "email"), ("split", T0 + 10, "email"),
+}
+NO_USER_LINES = 7
+
+
+def log_lines(seed=5):
+    """(line, timestamp ms), shuffled so every user's failures span many batches."""
+    def line(user, action):
+        return f"user_id: {user} | timestamp: 2026-11-20 | ip_address: 10.1.2.3 | action: {action} | message: -"
+
+    lines = [(line(user, "login failed"), (T0 * 1000) + i * 7 % 9_000)
+             for user, n in FAILURES_IN_A.items() for i in range(n)]
+    lines += [(line("split", "login failed"), (T0 + 10) * 1000 + i) for i in range(60)]
+    lines += [(line("u0", "login succeeded"), T0 * 1000 + i) for i in range(40)]
+    lines += [(line("", "login failed"), T0 * 1000) for _ in range(NO_USER_LINES)]
+    random.Random(seed).shuffle(lines)
+    return lines
+
+
+def send(stack, prefix, lines):
+    produce(stack, prefix + "loglines", [text for text, _ in lines],
+            timestamps_ms=[ms for _, ms in lines])
+
+
+def all_done(stack, prefix, database_url):
+    """Every line stored and every alert published."""
+    try:
+        stored = query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets"
+                                     " WHERE consumer = :c", c=prefix + "anomaly-detector-app")[0][0]
+        pending = query(database_url, "SELECT count(*) FROM alert_outbox WHERE published_at IS NULL")[0][0]
+    except Exception:  # noqa: BLE001 - Postgres not ready, or tables not there yet
+        return False
+    return stored == sum(end_offsets(stack, prefix + "loglines").values()) and pending == 0
+
+
+def alerts_on_topic(stack, prefix):
+    records = read_all(stack, prefix + "alerts", len(EXPECTED))
+    alerts = [json.loads(r.value) for r in records]
+    for record, alert in zip(records, alerts):
+        assert record.key.decode() == alert["user"]
+    return alerts
+
+
+def assert_exactly_the_contracts_alerts(alerts):
+    def seconds(iso):
+        import datetime
+        return int(datetime.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")
+                   .replace(tzinfo=datetime.timezone.utc).timestamp())
+
+    keys = [(a["user"], seconds(a["window_start"]), a["severity"]) for a in alerts]
+    assert sorted(keys) == sorted(EXPECTED)  # each once: no loss, no repeat
+    for alert in alerts:
+        assert seconds(alert["window_end"]) - seconds(alert["window_start"]) == 10
+        assert alert["threshold"] == {"email": 50, "urgent": 100}[alert["severity"]]
+        assert alert["count"] > alert["threshold"]
+        assert set(alert) == {"user", "window_start", "window_end", "count", "severity", "threshold"}
+
+
+@pytest.fixture
+def channels():
+    pager, smtp = EventsApiServer(failures=2), SmtpServer()  # the pager fails twice first
+    yield pager, smtp
+    pager.stop()
+    smtp.stop()
+
+
+@pytest.mark.parametrize("stack", MODES, indirect=True)
+def test_exactly_the_contracts_alerts_however_batched(stack, prefix, database_url, release, workers, channels):
+    pager, smtp = channels
+    send(stack, prefix, log_lines())
+    worker = workers.start("services.anomaly_detector", MAX_OFFSETS_PER_TRIGGER="97",
+                           PAGERDUTY_ROUTING_KEY="test-routing-key", PAGERDUTY_EVENTS_URL=pager.url,
+                           SMTP_SERVER="127.0.0.1", SMTP_PORT=str(smtp.port),
+                           ALERT_EMAIL_FROM="alerts@example.test", ALERT_EMAIL_TO="ops@example.test")
+    wait_until(lambda: all_done(stack, prefix, database_url), 180, "lines stored, alerts published")
+    assert_exactly_the_contracts_alerts(alerts_on_topic(stack, prefix))
+
+    urgent = {(u, w, s) for u, w, s in EXPECTED if s == "urgent"}
+    emails = EXPECTED - urgent
+    wait_until(lambda: len(pager.events) >= len(urgent) and len(smtp.messages) >= len(emails), 60,
+               "alerts delivered to the pager and by email, the pager after two failures")
+    assert sorted(e["dedup_key"].split("/")[0] for e in pager.events) == sorted(u for u, _, _ in urgent)
+    assert all(e["routing_key"] == "test-routing-key" and e["event_action"] == "trigger"
+               and e["payload"]["custom_details"]["severity"] == "urgent" for e in pager.events)
+    assert pager.refused == 2
+    assert sorted(json.loads(m.get_payload())["user"] for _, m in smtp.messages) == \
+        sorted(u for u, _, _ in emails)
+    assert all(to == ["ops@example.test"] for to, _ in smtp.messages)
+    batches = worker.log_lines("batch")
+    assert len(batches) > 5
+    assert sum(int(b.get("skipped_no_user", 0)) for b in batches) == NO_USER_LINES
+    assert len(worker.log_lines("alert")) == len(EXPECTED)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+
+
+def test_sigkill_mid_stream_then_restart_neither_loses_nor_repeats_an_alert(
+        stack, prefix, database_url, release, workers):
+    send(stack, prefix, log_lines(seed=6))
+    rng = random.Random(8)
+    for kill in range(2):
+        worker = workers.start("services.anomaly_detector", MAX_OFFSETS_PER_TRIGGER="61")
+        threshold = rng.randrange(150, 300) * (kill + 1)
+        wait_until(lambda: query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")[0][0]
+                   >= threshold, 120, f"{threshold} lines stored")
+        worker.signal(signal.SIGKILL)
+        worker.wait(30)
+    workers.start("services.anomaly_detector", MAX_OFFSETS_PER_TRIGGER="61")
+    wait_until(lambda: all_done(stack, prefix, database_url), 180, "lines stored, alerts published")
+    assert_exactly_the_contracts_alerts(alerts_on_topic(stack, prefix))
+
+
+def test_two_copies_at_once_raise_each_alert_once(stack, prefix, database_url, release, workers):
+    send(stack, prefix, log_lines(seed=7))
+    for n in (1, 2):
+        workers.start("services.anomaly_detector", MAX_OFFSETS_PER_TRIGGER="83",
+                      DYNO=f"anomaly_detector_worker.{n}")
+    wait_until(lambda: all_done(stack, prefix, database_url), 240, "lines stored, alerts published")
+    assert_exactly_the_contracts_alerts(alerts_on_topic(stack, prefix))

@@ -1,0 +1,47 @@
+"""The anomaly detector's parsing and counting on static DataFrames."""
+
+import datetime
+
+import pytest
+
+from services.anomaly_detector.topology import NO_USER, failed_logins
+
+T0 = 1_795_000_200  # a multiple of 10
+
+
+def count(spark, lines, seconds=None):
+    rows = [(line.encode() if line is not None else None,
+             datetime.datetime.fromtimestamp(T0 + (seconds or {}).get(i, 0), datetime.timezone.utc))
+            for i, line in enumerate(lines)]
+    frame = spark.createDataFrame(rows, "value binary, timestamp timestamp")
+    return {(r.user, r.window_start): r["count"] for r in failed_logins(frame, 10).collect()}
+
+
+@pytest.mark.parametrize("line, user", [
+    ("user_id: alice | timestamp: 2026-11-20 | ip_address: 10.0.0.1 | action: login failed | message: x", "alice"),
+    ("bob|2026-11-20|10.0.0.2|login failed|bad password", "bob"),
+    ("   user_id:carol   | action: login failed", "carol"),
+    ("user_id :\tdave\t| action: login failed", "dave"),
+    ("USER_ID: erin | action: login failed", "USER_ID: erin"),  # the label is lower-case
+    ("  frank  | login failed", "frank"),
+    ("user_id: Ærøskøbing-東京 | action: login failed", "Ærøskøbing-東京"),
+    ("user_id: \"quoted\" | action: login failed", "\"quoted\""),
+    ("user_id: '; DROP TABLE alerts; -- | action: login failed", "'; DROP TABLE alerts; --"),
+    ("user_id: grace | action: login ok | message: earlier the login failed", "grace"),
+    ("heidi login failed without any field separator", "heidi login failed without any field separator"),
+    ("user_id: | action: login failed", NO_USER),
+    ("   | login failed", NO_USER),
+    ("|login failed", NO_USER),
+])
+def test_user_ids_are_parsed_by_the_contract(spark, line, user):
+    assert count(spark, [line]) == {(user, T0): 1}
+
+
+def test_lines_without_login_failed_do_not_count(spark):
+    assert count(spark, ["user_id: ivan | action: login succeeded", "judy|Login Failed", "", None]) == {}
+
+
+def test_counts_per_user_and_window_of_the_kafka_timestamp(spark):
+    lines = ["alice|login failed"] * 3 + ["bob|login failed"] * 2
+    got = count(spark, lines, seconds={0: 0, 1: 9.999, 2: 10, 3: 5, 4: 3600})
+    assert got == {("alice", T0): 2, ("alice", T0 + 10): 1, ("bob", T0): 1, ("bob", T0 + 3600): 1}
