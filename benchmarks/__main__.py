@@ -5,12 +5,13 @@
 
 import sys
 
-from benchmarks import aggregator, stack_startup, text_processor
+from benchmarks import aggregator, anomaly_detector, stack_startup, text_processor
 
 CASES = {
     "stack_startup": stack_startup.main,
     "text_processor": text_processor.main,
     "aggregator": aggregator.main,
+    "anomaly_detector": anomaly_detector.main,
 }
 
 

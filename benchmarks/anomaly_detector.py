@@ -1,0 +1,94 @@
+"""anomaly-detector: drain a preloaded backlog of log lines, then the latency
+from the record that crosses a threshold to its alert on `alerts`.
+
+Targets (2 cores): >= 100,000 lines/s, alert latency p99 < 2 s, peak RSS < 1 GB.
+BENCH_LOGLINES sets the backlog (default 2,000,000 lines, 5 % failed logins
+over 10,000 users).
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from kafka import KafkaConsumer, KafkaProducer
+from pyspark.sql import functions as F
+from sqlalchemy import create_engine, text
+
+from benchmarks.harness import (MeasuredWorker, local_stack, percentile, report, spark_preload,
+                                wait_until)
+from shared.migrations import migrate
+
+PREFIX = "bench."
+PROBES = 20
+
+
+def log_lines(ids):
+    user = F.concat(F.lit("user"), F.floor(F.rand(3) * 10_000).cast("string"))
+    action = F.when(F.rand(4) < 0.05, "login failed").otherwise("login succeeded")
+    line = F.concat(F.lit("user_id: "), user, F.lit(" | timestamp: 2026-11-20T10:00:00Z"),
+                    F.lit(" | ip_address: 10.0.0.1 | action: "), action, F.lit(" | message: -"))
+    return ids.select(line.cast("binary").alias("value"))
+
+
+def main():
+    count = int(os.environ.get("BENCH_LOGLINES", "2000000"))
+    with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
+        stack.broker.create_topics(PREFIX, partitions=2)
+        preload_s = spark_preload(stack, PREFIX + "loglines", log_lines, count)
+        engine = create_engine("postgresql+psycopg2://" + stack.database_url.split("://", 1)[1])
+        migrate(engine)
+
+        worker = MeasuredWorker("services.anomaly_detector", stack.environment(PREFIX),
+                                f"{folder}/worker.log")
+        wait_until(lambda: stored_offsets(engine) >= count, 3600)
+        batches = worker.batches()
+        busy_s = sum(int(b["duration_ms"]) for b in batches) / 1000
+        lines_in = sum(int(b["rows_in"]) for b in batches)
+        report("anomaly_drain", lines=lines_in, preload_s=preload_s, batches=len(batches),
+               lines_per_s=lines_in / busy_s,
+               failed_logins=sum(int(b.get("failed_logins", 0)) for b in batches),
+               peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
+
+        latencies = alert_latencies(stack)
+        worker.stop()
+        report("anomaly_alert_latency", probes=len(latencies), p50_s=percentile(latencies, 0.5),
+               p99_s=percentile(latencies, 0.99), max_s=max(latencies),
+               peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
+        engine.dispose()
+
+
+def stored_offsets(engine):
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")).scalar()
+
+
+def alert_latencies(stack):
+    """Seconds from sending a probe user's 51st failure to its email alert."""
+    consumer = KafkaConsumer(PREFIX + "alerts", bootstrap_servers=stack.broker.bootstrap,
+                             auto_offset_reset="latest", consumer_timeout_ms=100)
+    wait_until(lambda: consumer.poll(100) is not None and consumer.assignment(), 30)
+    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=0)
+    crossed_at, alerted_at = {}, {}
+    for probe in range(PROBES):
+        user = f"probe{probe}"
+        line = f"user_id: {user} | action: login failed".encode()
+        for _ in range(50):
+            producer.send(PREFIX + "loglines", line)
+        producer.flush()
+        producer.send(PREFIX + "loglines", line).get(timeout=10)  # the crossing record
+        crossed_at[user] = time.monotonic()
+        collect_alerts(consumer, alerted_at, until=time.monotonic() + 0.5)
+    collect_alerts(consumer, alerted_at, until=time.monotonic() + 15, wanted=PROBES)
+    consumer.close()
+    producer.close()
+    return [alerted_at[user] - crossed_at[user] for user in alerted_at if user in crossed_at]
+
+
+def collect_alerts(consumer, alerted_at, until, wanted=None):
+    while time.monotonic() < until and (wanted is None or len(alerted_at) < wanted):
+        for records in consumer.poll(50).values():
+            for record in records:
+                alert = json.loads(record.value)
+                if alert["user"].startswith("probe"):
+                    alerted_at.setdefault(alert["user"], time.monotonic())
