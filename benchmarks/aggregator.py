@@ -13,8 +13,8 @@ from kafka import KafkaProducer
 from pyspark.sql import functions as F
 from sqlalchemy import create_engine, text
 
-from benchmarks.harness import (MeasuredWorker, local_stack, percentile, report, spark_preload,
-                                wait_until)
+from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, percentile, report,
+                                spark_preload, stored_offsets, wait_until)
 from shared.migrations import migrate
 
 PREFIX = "bench."
@@ -48,12 +48,11 @@ def main():
 
         worker = MeasuredWorker("services.aggregator", stack.environment(PREFIX),
                                 f"{folder}/worker.log")
-        wait_until(lambda: stored_offsets(engine) >= count, 3600)
-        batches = worker.batches()
-        busy_s = sum(int(b["duration_ms"]) for b in batches) / 1000
-        words_in = sum(int(b["rows_in"]) for b in batches)
-        report("aggregator_drain", words=words_in, preload_s=preload_s, batches=len(batches),
-               words_per_s=words_in / busy_s, rows_upserted=sum(int(b["rows_out"]) for b in batches),
+        wait_until(lambda: stored_offsets(engine) >= count, 3600, "the backlog drained")
+        drained = drain_numbers(worker)
+        report("aggregator_drain", words=drained["rows_in"], preload_s=preload_s,
+               batches=drained["batches"], words_per_s=drained["rows_in"] / drained["busy_s"],
+               rows_upserted=sum(int(b["rows_out"]) for b in worker.batches()),
                peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
 
         latencies = probe_latencies(stack, topic, engine)
@@ -62,11 +61,6 @@ def main():
                p50_s=percentile(latencies, 0.5), p99_s=percentile(latencies, 0.99),
                peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
         engine.dispose()
-
-
-def stored_offsets(engine):
-    with engine.connect() as connection:
-        return connection.execute(text("SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")).scalar()
 
 
 def probe_latencies(stack, topic, engine):

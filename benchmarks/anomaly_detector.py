@@ -13,10 +13,10 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import functions as F
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 
-from benchmarks.harness import (MeasuredWorker, local_stack, percentile, report, spark_preload,
-                                wait_until)
+from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, percentile, report,
+                                spark_preload, stored_offsets, wait_until)
 from shared.migrations import migrate
 
 PREFIX = "bench."
@@ -41,13 +41,11 @@ def main():
 
         worker = MeasuredWorker("services.anomaly_detector", stack.environment(PREFIX),
                                 f"{folder}/worker.log")
-        wait_until(lambda: stored_offsets(engine) >= count, 3600)
-        batches = worker.batches()
-        busy_s = sum(int(b["duration_ms"]) for b in batches) / 1000
-        lines_in = sum(int(b["rows_in"]) for b in batches)
-        report("anomaly_drain", lines=lines_in, preload_s=preload_s, batches=len(batches),
-               lines_per_s=lines_in / busy_s,
-               failed_logins=sum(int(b.get("failed_logins", 0)) for b in batches),
+        wait_until(lambda: stored_offsets(engine) >= count, 3600, "the backlog drained")
+        drained = drain_numbers(worker)
+        report("anomaly_drain", lines=drained["rows_in"], preload_s=preload_s,
+               batches=drained["batches"], lines_per_s=drained["rows_in"] / drained["busy_s"],
+               failed_logins=sum(int(b.get("failed_logins", 0)) for b in worker.batches()),
                peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
 
         latencies = alert_latencies(stack)
@@ -58,16 +56,11 @@ def main():
         engine.dispose()
 
 
-def stored_offsets(engine):
-    with engine.connect() as connection:
-        return connection.execute(text("SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")).scalar()
-
-
 def alert_latencies(stack):
     """Seconds from sending a probe user's 51st failure to its email alert."""
     consumer = KafkaConsumer(PREFIX + "alerts", bootstrap_servers=stack.broker.bootstrap,
                              auto_offset_reset="latest", consumer_timeout_ms=100)
-    wait_until(lambda: consumer.poll(100) is not None and consumer.assignment(), 30)
+    wait_until(lambda: consumer.poll(100) is not None and consumer.assignment(), 30, "an assignment")
     producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=0)
     crossed_at, alerted_at = {}, {}
     for probe in range(PROBES):

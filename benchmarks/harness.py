@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 from kafka import KafkaProducer
 
-from shared.local_stack import LocalStack
+from shared.local_stack import LocalStack, wait_until  # noqa: F401 - for the cases
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,12 +73,19 @@ def preload(stack, topic, lines):
     return time.monotonic() - began
 
 
-def wait_until(condition, timeout):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("benchmark condition not reached")
-        time.sleep(0.5)
+def stored_offsets(engine):
+    """All next offsets stored in Postgres: how far the transactional workers are."""
+    from sqlalchemy import text
+
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")).scalar()
+
+
+def drain_numbers(worker):
+    """Records read, micro-batches and seconds spent in them, from the worker's log."""
+    batches = worker.batches()
+    return {"rows_in": sum(int(b["rows_in"]) for b in batches), "batches": len(batches),
+            "busy_s": sum(int(b["duration_ms"]) for b in batches) / 1000}
 
 
 def percentile(values, fraction):

@@ -11,8 +11,8 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer
 
-from benchmarks.harness import (MeasuredWorker, local_stack, percentile, preload, report,
-                                wait_until)
+from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, percentile, preload,
+                                report, wait_until)
 from services.text_processor.generate import made_up_sentences
 from tests.kafka_io import committed_offsets, end_offsets
 
@@ -40,14 +40,13 @@ def main():
                                 f"{folder}/worker.log")
         done = lambda: committed_offsets(stack, PREFIX + "text-processor-app", lines_topic) \
             == end_offsets(stack, lines_topic)
-        wait_until(done, 3600)
-        batches = worker.batches()
-        busy_s = sum(int(b["duration_ms"]) for b in batches) / 1000
-        lines_in = sum(int(b["rows_in"]) for b in batches)
-        words_out = sum(int(b.get("rows_out", 0)) for b in batches)
+        wait_until(done, 3600, "the backlog drained")
+        drained = drain_numbers(worker)
+        lines_in, busy_s = drained["rows_in"], drained["busy_s"]
+        words_out = sum(int(b.get("rows_out", 0)) for b in worker.batches())
 
         report("text_processor_drain", lines=lines_in, words=words_out, preload_s=preload_s,
-               batches=len(batches), lines_per_s=lines_in / busy_s, words_per_s=words_out / busy_s,
+               batches=drained["batches"], lines_per_s=lines_in / busy_s, words_per_s=words_out / busy_s,
                peak_rss_mb=worker.peak_rss / 2**20)
         latencies = steady_latencies(stack, lines_topic, words_topic)
         worker.stop()
@@ -60,7 +59,7 @@ def steady_latencies(stack, lines_topic, words_topic):
     """Seconds from a line's produce to its words arriving on `words`."""
     consumer = KafkaConsumer(words_topic, bootstrap_servers=stack.broker.bootstrap,
                              auto_offset_reset="latest", consumer_timeout_ms=200)
-    wait_until(lambda: consumer.poll(100) is not None and consumer.assignment(), 30)
+    wait_until(lambda: consumer.poll(100) is not None and consumer.assignment(), 30, "an assignment")
     producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=0)
     latencies = []
     began = time.monotonic()

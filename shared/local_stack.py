@@ -60,7 +60,7 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def wait_for(condition, timeout, what):
+def wait_until(condition, timeout, what):
     """Poll `condition` until it returns a truthy value or `timeout` passes."""
     deadline = time.monotonic() + timeout
     while True:
@@ -68,7 +68,7 @@ def wait_for(condition, timeout, what):
         if result:
             return result
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not true after {timeout} s")
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.1)
 
 
@@ -172,7 +172,7 @@ class KafkaBroker:
                        check=True, stdout=subprocess.DEVNULL)
         self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        wait_for(self._ready, START_TIMEOUT, f"Kafka broker on {self.bootstrap}")
+        wait_until(self._ready, START_TIMEOUT, f"the Kafka broker on {self.bootstrap}")
 
     def _java(self, main_class, *args):
         return ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",

@@ -113,14 +113,14 @@ class BatchLog(StreamingQueryListener):
         self.app = app
         self.group = group
         self.extra_fields = {}  # batch id -> fields a service reported
-        self.last_batch_id = None
+        self.last_batch = None  # (run id, batch id): batch ids restart with each run
 
     def report(self, batch_id, **fields):
         """Called by a service during a batch: fields for that batch's line."""
         self.extra_fields.setdefault(batch_id, {}).update(fields)
 
     def onQueryStarted(self, event):
-        pass
+        self.extra_fields.clear()  # left by a run that failed
 
     def onQueryIdle(self, event):
         pass
@@ -130,9 +130,9 @@ class BatchLog(StreamingQueryListener):
 
     def onQueryProgress(self, event):
         progress = event.progress
-        if progress.batchId == self.last_batch_id:
+        if (progress.runId, progress.batchId) == self.last_batch:
             return  # a progress report without a new batch
-        self.last_batch_id = progress.batchId
+        self.last_batch = (progress.runId, progress.batchId)
         try:
             self.group.commit(end_offsets(progress))
             committed = "yes"

@@ -5,22 +5,11 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from shared.local_stack import wait_until  # noqa: F401 - the tests' deadline-bound wait
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def wait_until(condition, timeout, what):
-    """Poll `condition` until it returns a truthy value; fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
 
 
 class Worker:
