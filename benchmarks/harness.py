@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class MeasuredWorker:
-    """A worker process whose whole tree (Python and its JVM) is sampled for RSS."""
+    """A worker process whose whole tree (Python and its JVM) is sampled for memory
+    (proportional set size, reported as RSS)."""
 
     def __init__(self, module, env, log_path):
         self.log_path = log_path
@@ -37,7 +38,9 @@ class MeasuredWorker:
         while self._sampling:
             try:
                 tree = [root, *root.children(recursive=True)]
-                rss = {p.name(): p.memory_info().rss for p in tree}
+                # PSS: a momentary fork of the JVM (Hadoop spawning chmod for
+                # checkpoint files) shares its pages and must not count twice.
+                rss = {p.name(): p.memory_full_info().pss for p in tree}
                 self.peak_rss = max(self.peak_rss, sum(rss.values()))
                 for name, size in rss.items():
                     self.peak_rss_by_program[name] = max(size, self.peak_rss_by_program.get(name, 0))

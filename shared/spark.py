@@ -34,7 +34,7 @@ def session(app_name, environ=os.environ):
         f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
         "-XX:+UseSerialGC",
         # Bounds beside the heap, so the whole JVM fits the dyno it is sized for.
-        "-XX:MaxMetaspaceSize=256m -XX:MaxDirectMemorySize=128m",
+        "-XX:MaxMetaspaceSize=256m",
         "-Xss512k",
     ])
     spark = (
