@@ -28,14 +28,10 @@ def session(app_name, environ=os.environ):
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a dyno's host name means nothing
-    os.environ.setdefault("MALLOC_ARENA_MAX", "2")  # glibc arenas bloat a JVM's RSS on dynos
     java_options = " ".join([
         "-Duser.language=en -Duser.country=US",  # locale-independent lower-casing
         f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
         "-XX:+UseSerialGC",
-        # Bounds beside the heap, so the whole JVM fits the dyno it is sized for.
-        "-XX:MaxMetaspaceSize=256m",
-        "-Xss512k",
     ])
     spark = (
         SparkSession.builder.appName(app_name)
