@@ -18,8 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class MeasuredWorker:
-    """A worker process whose whole tree (Python and its JVM) is sampled for memory
-    (proportional set size, reported as RSS)."""
+    """A worker process whose Python and JVM are sampled for RSS."""
 
     def __init__(self, module, env, log_path):
         self.log_path = log_path
@@ -37,10 +36,12 @@ class MeasuredWorker:
         root = psutil.Process(self.process.pid)
         while self._sampling:
             try:
-                tree = [root, *root.children(recursive=True)]
-                # PSS: a momentary fork of the JVM (Hadoop spawning chmod for
-                # checkpoint files) shares its pages and must not count twice.
-                rss = {p.name(): p.memory_full_info().pss for p in tree}
+                # Python and its JVM only: the JVM's short-lived spawn helpers
+                # (Hadoop running chmod on checkpoint files) share its address
+                # space (posix_spawn uses CLONE_VM) and would count it twice.
+                tree = [p for p in (root, *root.children(recursive=True))
+                        if p.name() in ("python", "java")]
+                rss = {p.name(): p.memory_info().rss for p in tree}
                 self.peak_rss = max(self.peak_rss, sum(rss.values()))
                 for name, size in rss.items():
                     self.peak_rss_by_program[name] = max(size, self.peak_rss_by_program.get(name, 0))
