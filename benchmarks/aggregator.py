@@ -11,11 +11,10 @@ import time
 
 from kafka import KafkaProducer
 from pyspark.sql import functions as F
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
-from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, percentile, report,
-                                spark_preload, stored_offsets, wait_until)
-from shared.migrations import migrate
+from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, migrated_engine,
+                                percentile, report, spark_preload, stored_offsets, wait_until)
 
 PREFIX = "bench."
 VOCABULARY = 50_000
@@ -42,9 +41,7 @@ def main():
         stack.broker.create_topics(PREFIX, partitions=2)
         topic = PREFIX + "words"
         preload_s = spark_preload(stack, topic, realistic_words, count)
-        database = "postgresql+psycopg2://" + stack.database_url.split("://", 1)[1]
-        engine = create_engine(database)
-        migrate(engine)
+        engine = migrated_engine(stack)
 
         worker = MeasuredWorker("services.aggregator", stack.environment(PREFIX),
                                 f"{folder}/worker.log")

@@ -13,11 +13,9 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import functions as F
-from sqlalchemy import create_engine
 
-from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, percentile, report,
-                                spark_preload, stored_offsets, wait_until)
-from shared.migrations import migrate
+from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, migrated_engine,
+                                percentile, report, spark_preload, stored_offsets, wait_until)
 
 PREFIX = "bench."
 PROBES = 20
@@ -36,8 +34,7 @@ def main():
     with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
         stack.broker.create_topics(PREFIX, partitions=2)
         preload_s = spark_preload(stack, PREFIX + "loglines", log_lines, count)
-        engine = create_engine("postgresql+psycopg2://" + stack.database_url.split("://", 1)[1])
-        migrate(engine)
+        engine = migrated_engine(stack)
 
         worker = MeasuredWorker("services.anomaly_detector", stack.environment(PREFIX),
                                 f"{folder}/worker.log")

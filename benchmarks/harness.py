@@ -77,6 +77,18 @@ def preload(stack, topic, lines):
     return time.monotonic() - began
 
 
+def migrated_engine(stack):
+    """An engine on the stack's Postgres, schema migrated as the release phase does."""
+    from shared.config import load
+    from shared.exactly_once import engine_for
+    from shared.migrations import migrate
+
+    engine = engine_for(load({"DATABASE_URL": stack.database_url}, needs_kafka=False,
+                             needs_database=True).database_url)
+    migrate(engine)
+    return engine
+
+
 def stored_offsets(engine):
     """All next offsets stored in Postgres: how far the transactional workers are."""
     from sqlalchemy import text

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from shared.config import ConfigError
+
 ROOT = Path(__file__).resolve().parent.parent
 CONNECTOR_JARS = ROOT / "jars" / "spark-connector"
 
@@ -78,7 +80,6 @@ def kafka_stream(spark, kafka, topic, app, starting_offsets, environ=os.environ)
 def start_from(environ=os.environ):
     value = environ.get("START_FROM", "earliest").strip() or "earliest"
     if value not in ("earliest", "latest"):
-        from shared.config import ConfigError
         raise ConfigError("START_FROM", "must be earliest or latest")
     return value
 

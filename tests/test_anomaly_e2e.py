@@ -1,6 +1,7 @@
 """The anomaly detector end to end: real broker (both modes), real Postgres,
 the real worker; exactly the contract's alerts on the topic, once each."""
 
+import datetime
 import json
 import random
 import signal
@@ -62,7 +63,6 @@ def alerts_on_topic(stack, prefix):
 
 def assert_exactly_the_contracts_alerts(alerts):
     def seconds(iso):
-        import datetime
         return int(datetime.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")
                    .replace(tzinfo=datetime.timezone.utc).timestamp())
 

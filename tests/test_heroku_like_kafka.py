@@ -5,8 +5,7 @@ through the config module."""
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
-from kafka.errors import (GroupAuthorizationFailedError, TopicAuthorizationFailedError,
-                          TopicAuthorizationFailedError as CreateDenied)
+from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from kafka.structs import OffsetAndMetadata
 
 from shared.certificates import CertificateAuthority
@@ -65,7 +64,7 @@ def test_an_unprefixed_group_is_denied(stack, prefix):
 def test_the_app_cannot_create_topics(stack, prefix):
     kafka = app_kafka(stack, prefix)
     with KafkaAdminClient(**kafka.kafka_python_kwargs()) as admin:
-        with pytest.raises(CreateDenied):
+        with pytest.raises(TopicAuthorizationFailedError):
             admin.create_topics({kafka.topic("new-topic"): {"num_partitions": 1, "replication_factor": 1}})
 
 

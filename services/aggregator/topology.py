@@ -10,7 +10,7 @@ arrives, so there is no watermark and nothing is dropped for lateness.
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from services.text_processor.topology import EVENT_TIME_HEADER
+from shared.events import EVENT_TIME_HEADER, window_start
 
 
 def event_time(words: DataFrame):
@@ -25,10 +25,10 @@ def count_words(words: DataFrame, window_seconds: int) -> DataFrame:
 
     Null values, and words Postgres text cannot hold (a NUL character), are
     left out; the batch's log line shows them as rows_in minus counted."""
-    window_start = F.floor(F.unix_millis(event_time(words)) / (window_seconds * 1000)) * window_seconds
     word = F.col("value").cast("string")
     return (
-        words.select(window_start.alias("window_start"), word.alias("word"))
+        words.select(window_start(event_time(words), window_seconds).alias("window_start"),
+                     word.alias("word"))
         .where(F.col("word").isNotNull() & ~F.col("word").contains("\u0000"))
         .groupBy("window_start", "word")
         .count()

@@ -13,6 +13,8 @@ aggregation gives both the counts and how many lines were skipped.
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from shared.events import window_start
+
 FAILED_LOGIN = "login failed"
 NO_USER = ""
 
@@ -26,10 +28,10 @@ def user_id(line):
 def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
     """Columns: user (NO_USER for lines without one), window_start (epoch s), count."""
     line = F.col("value").cast("string")
-    window_start = F.floor(F.unix_millis("timestamp") / (window_seconds * 1000)) * window_seconds
     return (
         lines.where(line.contains(FAILED_LOGIN))
-        .select(user_id(line).alias("user"), window_start.alias("window_start"))
+        .select(user_id(line).alias("user"),
+                window_start(F.col("timestamp"), window_seconds).alias("window_start"))
         .groupBy("user", "window_start")
         .count()
     )

@@ -11,8 +11,9 @@ digits, so that re-processing puts every word in the same window.
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from shared.events import EVENT_TIME_HEADER
+
 NON_WORD_RUNS = r"(?U)\W+"
-EVENT_TIME_HEADER = "event_time"
 
 
 def words(lines: DataFrame) -> DataFrame:
