@@ -1,5 +1,7 @@
 # make setup   virtualenv with the pinned requirements, and the JVM jars
-# make test    the whole test suite (real Kafka, Postgres and Spark)
+# make slug    a slug-like folder built as Heroku's buildpacks would; prints its size
+# make test    the whole test suite (real Kafka, Postgres and Spark), on the
+#              slug's pruned Spark
 # make run     the local stack (Kafka + Postgres) and the workers
 # make bench   the benchmarks, reported as numbers
 # Every target does its own setup first.
@@ -10,7 +12,10 @@ PY := $(VENV)/bin/python
 # -C: fail on a checksum mismatch. settings.xml: Maven Central only.
 MVN := mvn -q -B -C -s jvm/settings.xml
 
-.PHONY: setup jars test run bench clean
+SLUG := build/slug
+SLUG_SPARK := $(CURDIR)/$(SLUG)/.heroku/python/lib/python3.11/site-packages/pyspark
+
+.PHONY: setup jars slug test run bench clean
 
 setup: $(VENV)/.installed jars
 
@@ -23,14 +28,29 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 jars: jars/spark-connector/.fetched jars/kafka-broker/.fetched
 
-jars/%/.fetched: jvm/%/pom.xml jvm/settings.xml
-	rm -rf jars/$*
-	$(MVN) -f jvm/$*/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
-		-DoutputDirectory=$(CURDIR)/jars/$*
+# Spark's Kafka connector: the same pinned, checksum-verified jars as on Heroku.
+jars/spark-connector/.fetched: jvm/spark-connector.lock bin/fetch-connector-jars
+	bin/fetch-connector-jars jars/spark-connector
 	touch $@
 
-test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+# The local broker (Kafka 3.7, KRaft), for tests and `make run`.
+jars/kafka-broker/.fetched: jvm/kafka-broker/pom.xml jvm/settings.xml
+	rm -rf jars/kafka-broker
+	$(MVN) -f jvm/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/jars/kafka-broker
+	touch $@
+
+slug: $(SLUG)/.built
+
+$(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connector.lock \
+		jvm/unused-spark-jars.txt bin/build-slug bin/post_compile bin/prune-spark bin/fetch-connector-jars
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHON=$(PY) bin/build-slug $(SLUG)
+	touch $@
+
+# Every Spark the tests start (in-process and each worker's) runs on the
+# slug's pruned jars, so the pruning is proven end to end.
+test: setup slug
+	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest $(PYTEST_ARGS)
 
 run: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m shared.local_stack -- honcho -f Procfile.local start
@@ -39,4 +59,4 @@ bench: setup
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) jars
+	rm -rf $(VENV) jars build

@@ -46,21 +46,14 @@ def observe_offset_ranges(batch, partitions):
     first_and_last = [
         aggregate(F.when(F.col("partition") == partition, F.col("offset"))).alias(f"{name}_{partition}")
         for partition in partitions for name, aggregate in (("first", F.min), ("last", F.max))]
-    unknown = F.count(F.when(~F.col("partition").isin(list(partitions)), 1)).alias("unknown")
-    observed = batch.observe(observation, unknown, *first_and_last)
+    observed = batch.observe(observation, *first_and_last)
 
     def ranges():
         metrics = observation.get
-        if metrics["unknown"]:
-            raise NewPartitionsError("the topic has partitions this query does not know yet")
         return {partition: (metrics[f"first_{partition}"], metrics[f"last_{partition}"])
                 for partition in partitions if metrics[f"first_{partition}"] is not None}
 
     return observed, ranges
-
-
-class NewPartitionsError(Exception):
-    """Restarting the query picks the new partitions up."""
 
 
 class PostgresProgress:

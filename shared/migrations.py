@@ -51,6 +51,8 @@ STEPS = [
             delivery_attempts int         NOT NULL DEFAULT 0,
             next_delivery_at  timestamptz NOT NULL DEFAULT now(),
             UNIQUE (user_id, window_start, severity))"""),
+    ("failed_login_counts_by_window", """
+        CREATE INDEX failed_login_counts_by_window ON failed_login_counts (window_start)"""),
 ]
 
 

@@ -1,7 +1,8 @@
 """Spark for a dyno: one local JVM, sized from the environment.
 
     SPARK_MASTER              default local[2]
-    SPARK_DRIVER_MEMORY       default 512m (heap of the one JVM)
+    SPARK_DRIVER_MEMORY       heap of the one JVM; default half the dyno's memory
+                              (512m on a 1 GB standard-2x), 512m where no limit is set
     SPARK_SHUFFLE_PARTITIONS  default 2
     MAX_OFFSETS_PER_TRIGGER   default 200000 (records per micro-batch, all partitions)
     START_FROM                earliest (default) or latest: where a group with no
@@ -25,48 +26,73 @@ CONNECTOR_JARS = ROOT / "jars" / "spark-connector"
 REDACTED = r"(?i)secret|password|token|access[.]?key|ssl\.keystore\.|ssl\.truststore\.certificates"
 
 
+# Where a dyno (or a container) finds its memory limit: cgroup v1, then v2.
+CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max")
+NO_LIMIT_BYTES = 2**40  # cgroup v1 reports "unlimited" as about 2**63
+
+
+def driver_memory(environ=os.environ, limit_files=CGROUP_MEMORY_LIMITS):
+    """SPARK_DRIVER_MEMORY, or half the dyno's memory: the rest holds the JVM's
+    own (~200 MB measured) and Python (~100 MB)."""
+    if environ.get("SPARK_DRIVER_MEMORY"):
+        return environ["SPARK_DRIVER_MEMORY"]
+    for path in limit_files:
+        try:
+            limit = int(Path(path).read_text().strip())
+        except (OSError, ValueError):  # absent, or "max" (cgroup v2's unlimited)
+            continue
+        if limit < NO_LIMIT_BYTES:
+            return f"{max(256, limit // 2 // 2**20)}m"
+    return "512m"
+
+
 def session(app_name, environ=os.environ):
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a dyno's host name means nothing
+    master = environ.get("SPARK_MASTER", "local[2]")
+    english = "-Duser.language=en -Duser.country=US"  # locale-independent lower-casing
     java_options = " ".join([
-        "-Duser.language=en -Duser.country=US",  # locale-independent lower-casing
+        english,
         f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
         "-XX:+UseSerialGC",
     ])
-    spark = (
+    builder = (
         SparkSession.builder.appName(app_name)
-        .master(environ.get("SPARK_MASTER", "local[2]"))
-        .config("spark.driver.memory", environ.get("SPARK_DRIVER_MEMORY", "512m"))
+        .master(master)
+        .config("spark.driver.memory", driver_memory(environ))
         .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.executor.extraJavaOptions", english)  # on a cluster
         .config("spark.jars", ",".join(jars))
         .config("spark.sql.shuffle.partitions", environ.get("SPARK_SHUFFLE_PARTITIONS", "2"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.redaction.regex", REDACTED)
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-        .getOrCreate()
     )
+    if master.startswith("local"):  # one JVM: a dyno's host name means nothing
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1")
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
 
 def kafka_stream(spark, kafka, topic, app, starting_offsets, environ=os.environ):
-    """A streaming DataFrame over `<prefix><topic>`, read as group `<prefix><app>-app`.
+    """A streaming DataFrame over some partitions of `<prefix><topic>`, read as
+    group `<prefix><app>-app`.
 
-    `starting_offsets` maps each partition to its next offset (-2: earliest,
-    -1: latest). Spark uses the group id only to name its consumers; progress
-    is committed by the worker lifecycle.
+    `starting_offsets` maps each partition to read to its next offset (-2:
+    earliest, -1: latest). Spark uses the group id only to name its consumers;
+    the group's membership and commits are the worker lifecycle's.
     """
     return (
         spark.readStream.format("kafka")
         .options(**kafka.spark_kafka_options())
-        .option("subscribe", kafka.topic(topic))
+        .option("assign", json.dumps({kafka.topic(topic): sorted(starting_offsets)}))
         .option("kafka.group.id", kafka.group_id(app))
         .option("startingOffsets", json.dumps({kafka.topic(topic): {
             str(partition): offset for partition, offset in starting_offsets.items()}}))

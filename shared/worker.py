@@ -4,13 +4,15 @@ A service gives its name, its input topic and a function that starts its
 streaming query on a Kafka source; `run` does the rest:
 
 * builds a SparkSession sized for the dyno (shared.spark);
-* starts the query from the offsets stored outside the dyno (the consumer
-  group's committed offsets by default; Postgres for the services that keep
-  their progress there), on a fresh local checkpoint: a dyno's disk starts
-  empty, so no local checkpoint is ever trusted;
+* joins the consumer group `<prefix><name>-app`, which gives this copy its
+  share of the topic's partitions (shared.group_member);
+* starts the query on those partitions from the offsets stored outside the
+  dyno (the group's committed offsets by default; Postgres for the services
+  that keep their progress there), on a fresh local checkpoint: a dyno's disk
+  starts empty, so no local checkpoint is ever trusted;
 * after each micro-batch, logs one key=value line and commits the batch's end
-  offsets to the consumer group `<prefix><name>-app`, so Kafka's own tools
-  show the worker's lag;
+  offsets to the group, so Kafka's own tools show the worker's lag;
+* restarts the query on its new partitions after a rebalance;
 * restarts a failed query from the stored offsets, with backoff;
 * on SIGTERM lets the running micro-batch finish, stops, and exits 0.
 """
@@ -20,67 +22,20 @@ import re
 import signal
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 
-from kafka import TopicPartition
-from kafka.admin import KafkaAdminClient
-from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQueryListener
 
 from shared import config as config_module
 from shared import spark as spark_module
 from shared.exactly_once import PostgresProgress, engine_for
+from shared.group_member import GroupMember, end_offsets, stop_gracefully
 from shared.logs import log
 from shared.migrations import migrate
 from shared.tls_check import check_tls
 
-GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
 MAX_BACKOFF_SECONDS = 30
-
-
-class ConsumerGroup:
-    """A worker's consumer group: where its progress shows, and by default lives."""
-
-    def __init__(self, kafka, app, topic):
-        self.group_id = kafka.group_id(app)
-        self.topic = kafka.topic(topic)
-        self._admin = KafkaAdminClient(**kafka.kafka_python_kwargs())
-        self._lock = threading.Lock()
-
-    def _call(self, method, *args, timeout=60):
-        """An admin call, retried while Kafka says the error is passing."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with self._lock:
-                    return method(*args)
-            except KafkaError as error:
-                if not error.retriable or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.5)
-
-    def partitions(self):
-        (description,) = self._call(self._admin.describe_topics, [self.topic])
-        return sorted(partition["partition_index"] for partition in description["partitions"])
-
-    def committed(self):
-        """{partition: next offset} as committed by this group."""
-        offsets = self._call(self._admin.list_group_offsets, {self.group_id: None})[self.group_id]
-        return {tp.partition: meta.offset for tp, meta in offsets.items()
-                if tp.topic == self.topic and meta.offset >= 0}
-
-    def commit(self, offsets):
-        if not offsets:
-            return
-        self._call(self._admin.alter_group_offsets, self.group_id, {
-            TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
-            for partition, offset in offsets.items()})
-
-    def close(self):
-        self._admin.close()
 
 
 def starting_offsets(partitions, stored, start_from="earliest"):
@@ -88,13 +43,6 @@ def starting_offsets(partitions, stored, start_from="earliest"):
     at the earliest (-2) or latest (-1) offset."""
     default = -1 if start_from == "latest" else -2
     return {partition: stored.get(partition, default) for partition in partitions}
-
-
-def end_offsets(progress):
-    """{partition: next offset} that a finished micro-batch reached."""
-    (source,) = progress.sources
-    (offsets,) = json.loads(source.endOffset).values()
-    return {int(partition): offset for partition, offset in offsets.items()}
 
 
 def lag(progress):
@@ -109,9 +57,9 @@ def lag(progress):
 class BatchLog(StreamingQueryListener):
     """One log line per finished micro-batch, and its offsets committed."""
 
-    def __init__(self, app, group):
+    def __init__(self, app, member):
         self.app = app
-        self.group = group
+        self.member = member
         self.extra_fields = {}  # batch id -> fields a service reported
         self.last_batch = None  # (run id, batch id): batch ids restart with each run
 
@@ -133,17 +81,13 @@ class BatchLog(StreamingQueryListener):
         if (progress.runId, progress.batchId) == self.last_batch:
             return  # a progress report without a new batch
         self.last_batch = (progress.runId, progress.batchId)
-        try:
-            self.group.commit(end_offsets(progress))
-            committed = "yes"
-        except Exception as error:  # the next batch commits again
-            committed = f"no ({type(error).__name__})"
+        self.member.commit(end_offsets(progress), run_id=progress.runId)
         rows_out = progress.sink.numOutputRows
         log("batch", app=self.app, batch=progress.batchId,
             rows_in=progress.numInputRows,
             **({"rows_out": rows_out} if rows_out >= 0 else {}),
             duration_ms=progress.durationMs.get("triggerExecution", 0),
-            lag=lag(progress), committed=committed,
+            lag=lag(progress),
             **self.extra_fields.pop(progress.batchId, {}))
 
 
@@ -188,57 +132,53 @@ def run(app, topic, start_query, *, transactional=False):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     spark = spark_module.session(app)
     stopper = Stopper()
-    group = ConsumerGroup(config.kafka, app, topic)
-    context = Context(config, BatchLog(app, group), stopper.requested)
     if transactional:
         engine = engine_for(config.database_url)
         migrate(engine)
-        context.progress = PostgresProgress(engine, group.group_id, group.topic, stopper.requested)
+    member = GroupMember(config.kafka, app, topic)
+    context = Context(config, BatchLog(app, member), stopper.requested)
+    if transactional:
+        context.progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
     spark.streams.addListener(context.batch_log)
-    log("start", app=app, topic=group.topic, group=group.group_id)
+    log("start", app=app, topic=member.topic, group=member.group_id)
 
     failures = 0
-    while not stopper.requested.is_set():
-        stored = context.progress.stored() if transactional else group.committed()
-        context.partitions = tuple(group.partitions())
-        offsets = starting_offsets(context.partitions, stored, spark_module.start_from())
+    while (partitions := member.wait_for_partitions(stopper.requested)) is not None:
+        context.partitions = partitions
+        stored = context.progress.stored() if transactional else member.committed()
+        offsets = starting_offsets(partitions, stored, spark_module.start_from())
         source = spark_module.kafka_stream(spark, config.kafka, topic, app, offsets)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
-            query = start_query(context, source, checkpoint)
-            error = supervise(query, stopper.requested)
+            query = member.start(lambda: start_query(context, source, checkpoint))
+            error = supervise(query, stopper.requested, member)
         if error is None:
-            if query.lastProgress:  # the listener may not have had it yet
-                group.commit(end_offsets(query.lastProgress))
-            break
+            if stopper.requested.is_set() and query.lastProgress:
+                member.commit_now(end_offsets(query.lastProgress))
+            continue  # stopping, or the group gave this copy other partitions
         failures = failures + 1 if query.lastProgress is None else 1  # reset by a batch done
         backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures)
         log("query_failed", app=app, error=_error_summary(error), retry_in_s=backoff)
-        stopper.requested.wait(backoff)
+        member.wait(backoff, stopper.requested)
 
     spark.stop()
-    group.close()
+    member.close()
     log("stopped", app=app)
 
 
-def supervise(query, stop_requested):
-    """Wait for the query to fail or a stop to be asked for; return its error."""
+def supervise(query, stop_requested, member):
+    """Keep the group membership while the query runs; return the query's
+    error once it fails, or None once it was stopped (by a stop asked for, or
+    by a rebalance)."""
     try:
         while query.isActive and not stop_requested.is_set():
-            query.awaitTermination(1)
+            member.poll()
+            query.awaitTermination(0.01)
     except StreamingQueryException as error:  # raised once the query has failed
         return error
     if query.isActive:
         stop_gracefully(query)
         return None
     return query.exception()
-
-
-def stop_gracefully(query):
-    """Let the running micro-batch finish, then stop before the next begins."""
-    deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
-    while query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    query.stop()
 
 
 def _error_summary(error):

@@ -7,14 +7,14 @@ from kafka.errors import KafkaError
 from tests.processes import wait_until
 
 
-def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None):
+def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None, partition=None):
     producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, max_request_size=2_000_000)
     for index, value in enumerate(values):
         if isinstance(value, str):
             value = value.encode()
         producer.send(topic, value=value, key=key if value is not None else b"null-value",
                       timestamp_ms=timestamps_ms[index] if timestamps_ms else None,
-                      headers=headers[index] if headers else None)
+                      headers=headers[index] if headers else None, partition=partition)
     producer.flush()
     producer.close()
 

@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 
 from shared.certificates import CertificateAuthority
 from shared.config import ConfigError, load
+from shared.spark import driver_memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -235,3 +236,17 @@ def test_a_config_error_stops_the_process_with_one_line():
     assert done.stderr.strip().splitlines() == ["config error: KAFKA_URL must be a comma-separated "
                                                 "list of kafka://host:port or kafka+ssl://host:port URLs"]
     assert "secret-host" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("limit, heap", [
+    ("536870912\n", "256m"),       # standard-1x: 512 MB
+    ("1073741824\n", "512m"),      # standard-2x: 1 GB
+    ("2684354560\n", "1280m"),     # performance-m: 2.5 GB
+    ("9223372036854771712\n", "512m"),  # cgroup v1 without a limit
+    ("max\n", "512m"),             # cgroup v2 without a limit
+])
+def test_the_heap_is_half_the_dynos_memory(tmp_path, limit, heap):
+    limit_file = tmp_path / "memory.limit_in_bytes"
+    limit_file.write_text(limit)
+    assert driver_memory({}, [str(tmp_path / "absent"), str(limit_file)]) == heap
+    assert driver_memory({"SPARK_DRIVER_MEMORY": "3g"}, [str(limit_file)]) == "3g"

@@ -3,8 +3,11 @@ Procfile, app.json, system.properties, the Python version, docker-compose.yml.""
 
 import importlib.util
 import json
+import os
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from shared.config import TOPICS
@@ -77,3 +80,67 @@ def test_compose_runs_kafka_37_postgres_the_topics_and_the_procfiles_workers():
     for generator in ("textlines_generator", "loglines_generator"):
         assert services[generator]["profiles"] == ["generators"]
         assert importlib.util.find_spec(services[generator]["command"][2]) is not None
+
+
+FAKE_HEROKU = """#!/usr/bin/env bash
+# Stands in for the Heroku CLI: records each call, answers like a new app.
+echo "$*" >> "$HEROKU_CALLS"
+case "$1" in
+  config:get) [ "$2" = KAFKA_PREFIX ] && echo "$FAKE_KAFKA_PREFIX" ;;
+  releases) echo "v5  Deploy 1a2b3c4  someone@example.com" ;;
+esac
+exit 0
+"""
+
+
+def heroku_setup(tmp_path, prefix, plan=None):
+    """Runs bin/heroku-setup against a stand-in CLI; the calls it made."""
+    cli = tmp_path / "heroku"
+    cli.write_text(FAKE_HEROKU)
+    cli.chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {"PATH": os.environ["PATH"], "HEROKU": str(cli), "HEROKU_CALLS": str(calls),
+           "FAKE_KAFKA_PREFIX": prefix}
+    subprocess.run([ROOT / "bin" / "heroku-setup", "my-app", *([plan] if plan else [])],
+                   env=env, check=True, capture_output=True)
+    return calls.read_text().splitlines()
+
+
+def test_heroku_setup_on_a_basic_plan_creates_topics_and_consumer_groups(tmp_path):
+    calls = heroku_setup(tmp_path, prefix="wabash-58799.")
+    assert "addons:create heroku-kafka:basic-0 --as KAFKA --app my-app" in calls
+    assert "addons:create heroku-postgresql:essential-0 --as DATABASE --app my-app" in calls
+    assert calls.index("kafka:wait --app my-app") < calls.index(
+        "kafka:topics:create textlines --partitions 8 --app my-app")
+    for topic in TOPICS:
+        assert f"kafka:topics:create {topic} --partitions 8 --app my-app" in calls
+    groups = [call.split()[1] for call in calls if call.startswith("kafka:consumer-groups:create")]
+    assert groups == [process.replace("_worker", "").replace("_", "-") + "-app"
+                      for process in ("text_processor_worker", "aggregator_worker",
+                                      "anomaly_detector_worker")]
+    assert "run --exit-code --app my-app -- " + " ".join(procfile()["release"]) in calls
+    (scale,) = [call for call in calls if call.startswith("ps:scale")]
+    assert set(scale.split()[1:-2]) == {f"{worker}=1" for worker in WORKERS}
+
+
+def test_heroku_setup_on_a_dedicated_plan_leaves_consumer_groups_to_kafka(tmp_path):
+    calls = heroku_setup(tmp_path, prefix="", plan="standard-0")
+    assert "addons:create heroku-kafka:standard-0 --as KAFKA --app my-app" in calls
+    assert not [call for call in calls if call.startswith("kafka:consumer-groups:create")]
+    assert sum(call.startswith("kafka:topics:create") for call in calls) == len(TOPICS)
+
+
+def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
+    """`make test` builds the slug first (bin/build-slug) and points SPARK_HOME
+    at its pruned pyspark, so every Spark of the test run, end to end
+    included, ran without the jars bin/prune-spark removed."""
+    spark_home = Path(os.environ.get("SPARK_HOME") or "/nonexistent")
+    slug = next((folder for folder in spark_home.parents if (folder / ".heroku").is_dir()), None)
+    if slug is None:
+        pytest.skip("SPARK_HOME is not the slug's pyspark: run through `make test`")
+    jars = {jar.name for jar in (spark_home / "jars").glob("*.jar")}
+    assert not [jar for jar in jars if jar.startswith(("rocksdbjni", "hive-", "spark-mllib",
+                                                       "spark-connect", "kubernetes-"))]
+    assert any(jar.startswith("spark-sql_") for jar in jars)
+    size = dict(pair.split("=") for pair in slug.with_suffix(".size").read_text().split())
+    assert int(size["slug_compressed_mb"]) < 500

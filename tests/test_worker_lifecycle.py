@@ -56,6 +56,49 @@ def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, pref
     assert_no_secret_in(first.output() + second.output(), stack.environment(prefix))
 
 
+def rows_in(worker):
+    return sum(int(batch["rows_in"]) for batch in worker.log_lines("batch"))
+
+
+def assigned(worker):
+    """The partitions the group last gave this copy, or None."""
+    assignments = worker.log_lines("partitions_assigned")
+    return assignments[-1]["partitions"] if assignments else None
+
+
+def produce_to_both_partitions(stack, prefix, start, stop):
+    for partition in (0, 1):
+        produce(stack, prefix + "textlines", lines(start, stop)[partition::2], partition=partition)
+
+
+def test_copies_split_the_partitions_and_hand_them_over_without_repeating_a_record(
+        stack, prefix, workers):
+    produce_to_both_partitions(stack, prefix, 0, 400)
+    first = workers.start("tests.echo_worker")
+    wait_until(lambda: progress_saved(stack, prefix), 120, "the first lines processed")
+
+    # A second copy joins: each gets one partition, and nothing is read twice.
+    second = workers.start("tests.echo_worker")
+    wait_until(lambda: {assigned(first), assigned(second)} == {"0", "1"}, 120,
+               "the partitions split between the copies")
+    produce_to_both_partitions(stack, prefix, 400, 800)
+    wait_until(lambda: progress_saved(stack, prefix), 120, "the next lines processed")
+    assert rows_in(second) > 0
+    assert rows_in(first) + rows_in(second) == 800
+
+    # The first stops: the second takes both partitions, from where the first ended.
+    first.signal(signal.SIGTERM)
+    assert first.wait(SIGTERM_GRACE) == 0
+    wait_until(lambda: assigned(second) == "0,1", 120, "the second copy owning both partitions")
+    produce_to_both_partitions(stack, prefix, 800, 1000)
+    wait_until(lambda: progress_saved(stack, prefix), 120, "the last lines processed")
+    assert rows_in(first) + rows_in(second) == 1000
+    words = read_all(stack, prefix + "words", 1000)
+    assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 1000))
+    second.signal(signal.SIGTERM)
+    assert second.wait(SIGTERM_GRACE) == 0
+
+
 def assert_no_secret_in(output, environment):
     for variable in ("KAFKA_CLIENT_CERT_KEY", "KAFKA_CLIENT_CERT", "KAFKA_TRUSTED_CERT"):
         for line in environment.get(variable, "").splitlines()[1:-1]:

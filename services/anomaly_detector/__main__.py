@@ -24,8 +24,9 @@ def start_query(context, source, checkpoint):
     def write(connection, rows):
         counts = {(row.user, row.window_start): row["count"] for row in rows if row.user != NO_USER}
         skipped = sum(row["count"] for row in rows if row.user == NO_USER)
-        alerts = record_failures(connection, counts, config) if counts else 0
-        return {"failed_logins": sum(counts.values()), "skipped_no_user": skipped, "alerts": alerts}
+        alerts, pruned = record_failures(connection, counts, config) if counts else (0, 0)
+        return {"failed_logins": sum(counts.values()), "skipped_no_user": skipped,
+                "alerts": alerts, "windows_pruned": pruned}
 
     write_batch = foreach_batch(context, lambda batch: failed_logins(batch, config.window_seconds),
                                 write, after_commit=publisher.wake)

@@ -27,9 +27,17 @@ ADD_FAILURES = """
     RETURNING user_id, extract(epoch FROM window_start)::bigint, count"""
 FAILURE_ROW = "(%s, to_timestamp(%s), %s)"
 
+# Counts are kept for a day of event time behind the newest window of a batch.
+# A record later than that starts its window's count again; its alerts were
+# already raised, and the outbox's unique key keeps them from being raised twice.
+KEEP_WINDOWS_SECONDS = 24 * 3600
+PRUNE_OLD_WINDOWS = """
+    DELETE FROM failed_login_counts WHERE window_start < to_timestamp(%(horizon)s)"""
+
 ADD_ALERTS = """
     INSERT INTO alert_outbox (user_id, window_start, severity, payload) VALUES %s
-    ON CONFLICT (user_id, window_start, severity) DO NOTHING"""
+    ON CONFLICT (user_id, window_start, severity) DO NOTHING
+    RETURNING id"""
 ALERT_ROW = "(%s, to_timestamp(%s), %s, %s)"
 
 
@@ -49,8 +57,9 @@ def payload(user, window_start, window_seconds, count, severity, threshold):
 
 
 def record_failures(connection, counts, config):
-    """In the batch's transaction: add `counts` ({(user, window_start): n}) and
-    put the alerts they cause in the outbox. Returns how many."""
+    """In the batch's transaction: add `counts` ({(user, window_start): n}),
+    put the alerts they cause in the outbox, and drop windows a day older than
+    the newest. Returns how many alerts, and how many windows dropped."""
     thresholds = (("email", config.email_threshold), ("urgent", config.urgent_threshold))
     with connection.connection.cursor() as cursor:
         totals = execute_values(cursor, ADD_FAILURES,
@@ -62,9 +71,12 @@ def record_failures(connection, counts, config):
             for user, window, after in totals
             for severity, threshold in crossings(after - counts[(user, window)], after, thresholds)
         ]
-        if alerts:
-            execute_values(cursor, ADD_ALERTS, alerts, template=ALERT_ROW, page_size=5000)
-    return len(alerts)
+        added = execute_values(cursor, ADD_ALERTS, alerts, template=ALERT_ROW, page_size=5000,
+                               fetch=True) if alerts else []
+        newest_window = max(window for _, window in counts)
+        cursor.execute(PRUNE_OLD_WINDOWS, {"horizon": newest_window - KEEP_WINDOWS_SECONDS})
+        pruned = cursor.rowcount
+    return len(added), pruned
 
 
 class AlertPublisher:

@@ -1,0 +1,130 @@
+"""A worker's place in its consumer group `<prefix><app>-app`.
+
+Kafka's group protocol divides the input topic's partitions among the copies
+of a worker, so `heroku ps:scale text_processor_worker=3` splits the work
+instead of repeating it. The member never fetches records itself (its
+partitions stay paused; Spark reads them through the `assign` option). It
+polls to keep its place and commits the offsets each micro-batch reached, so
+Kafka's own tools show every copy and its lag.
+
+In a rebalance Kafka takes every partition back before handing any out: the
+member then stops its query once the running batch is done, and commits where
+it ended, so the next owner begins exactly there.
+"""
+
+import json
+import threading
+import time
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from shared.logs import log
+
+GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
+# Above GRACEFUL_STOP_SECONDS: handing partitions over waits for the running
+# batch, and the member must stay in the group meanwhile.
+SESSION_TIMEOUT_MS = 30_000
+
+
+class GroupMember(ConsumerRebalanceListener):
+    def __init__(self, kafka, app, topic):
+        self.topic = kafka.topic(topic)
+        self.group_id = kafka.group_id(app)
+        self.partitions = None  # assigned to this copy; None while the group rebalances
+        self._query = None
+        self._lock = threading.Lock()
+        self._consumer = KafkaConsumer(
+            group_id=self.group_id, enable_auto_commit=False,
+            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
+            **kafka.kafka_python_kwargs())
+        self._consumer.subscribe([self.topic], listener=self)
+
+    def wait_for_partitions(self, stop_requested):
+        """Poll until the group gives this copy some partitions; None on stop."""
+        idle_logged = False
+        while not stop_requested.is_set():
+            self.poll()
+            if self.partitions:
+                return self.partitions
+            if self.partitions == () and not idle_logged:
+                log("idle", group=self.group_id, reason="every partition has another owner")
+                idle_logged = True
+        return None
+
+    def poll(self, seconds=0.5):
+        """Keep the membership; a rebalance runs its callbacks from here."""
+        self._consumer.poll(timeout_ms=int(seconds * 1000))
+
+    def wait(self, seconds, stop_requested):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not stop_requested.is_set():
+            self.poll()
+
+    def start(self, start_query):
+        """Start a query on the assigned partitions; a rebalance stops it."""
+        with self._lock:
+            self._query = start_query()
+            return self._query
+
+    def committed(self):
+        """{partition: next offset} as committed by the group, for the assigned partitions."""
+        offsets = {p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions}
+        return {partition: offset for partition, offset in offsets.items() if offset is not None}
+
+    def commit(self, offsets, run_id=None):
+        """Commit in the background; a report of another query run is ignored,
+        as its partitions may have moved to another copy since."""
+        with self._lock:
+            if run_id is not None and (self._query is None or str(self._query.runId) != str(run_id)):
+                return
+        if offsets:
+            self._consumer.commit_async(self._offsets(offsets), callback=_log_failed_commit)
+
+    def commit_now(self, offsets):
+        if offsets:
+            self._consumer.commit(self._offsets(offsets))
+
+    def close(self):
+        self._consumer.close(autocommit=False)
+
+    def on_partitions_revoked(self, revoked):
+        with self._lock:
+            query, self._query = self._query, None
+            self.partitions = None
+        if query is not None and query.isActive:
+            stop_gracefully(query)
+            log("partitions_revoked", group=self.group_id)
+            if query.lastProgress:
+                self._consumer.commit_async(self._offsets(end_offsets(query.lastProgress)),
+                                            callback=_log_failed_commit)
+
+    def on_partitions_assigned(self, assigned):
+        self._consumer.pause(*assigned)
+        self.partitions = tuple(sorted(tp.partition for tp in assigned if tp.topic == self.topic))
+        log("partitions_assigned", group=self.group_id, topic=self.topic,
+            partitions=",".join(map(str, self.partitions)) or "none")
+
+    def _offsets(self, offsets):
+        return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
+                for partition, offset in offsets.items()}
+
+
+def _log_failed_commit(offsets, result):
+    if isinstance(result, Exception):
+        log("commit_failed", error=type(result).__name__)
+
+
+def end_offsets(progress):
+    """{partition: next offset} that a finished micro-batch reached."""
+    (source,) = progress.sources
+    (offsets,) = json.loads(source.endOffset).values()
+    return {int(partition): offset for partition, offset in offsets.items()}
+
+
+def stop_gracefully(query):
+    """Let the running micro-batch finish, then stop before the next begins."""
+    deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
+    while query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
