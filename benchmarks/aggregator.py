@@ -45,10 +45,13 @@ def main():
 
         worker = MeasuredWorker("services.aggregator", stack.environment(PREFIX),
                                 f"{folder}/worker.log")
+        # Stored offsets show the work done; the log's last line follows soon after.
         wait_until(lambda: stored_offsets(engine) >= count, 3600, "the backlog drained")
+        wait_until(lambda: drain_numbers(worker)["rows_in"] >= count, 60, "the last batch logged")
         drained = drain_numbers(worker)
         report("aggregator_drain", words=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], words_per_s=drained["rows_in"] / drained["busy_s"],
+               busy_s=drained["busy_s"], postgres_s=drained["postgres_s"],
                rows_upserted=sum(int(b["rows_out"]) for b in worker.batches()),
                peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())
 

@@ -98,10 +98,12 @@ def stored_offsets(engine):
 
 
 def drain_numbers(worker):
-    """Records read, micro-batches and seconds spent in them, from the worker's log."""
+    """Records read, micro-batches and seconds spent in them (of which in
+    Postgres, for the workers that write there), from the worker's log."""
     batches = worker.batches()
     return {"rows_in": sum(int(b["rows_in"]) for b in batches), "batches": len(batches),
-            "busy_s": sum(int(b["duration_ms"]) for b in batches) / 1000}
+            "busy_s": sum(int(b["duration_ms"]) for b in batches) / 1000,
+            "postgres_s": sum(int(b.get("postgres_ms", 0)) for b in batches) / 1000}
 
 
 def percentile(values, fraction):

@@ -41,6 +41,7 @@ def main():
         done = lambda: committed_offsets(stack, PREFIX + "text-processor-app", lines_topic) \
             == end_offsets(stack, lines_topic)
         wait_until(done, 3600, "the backlog drained")
+        wait_until(lambda: drain_numbers(worker)["rows_in"] >= count, 60, "the last batch logged")
         drained = drain_numbers(worker)
         lines_in, busy_s = drained["rows_in"], drained["busy_s"]
         words_out = sum(int(b.get("rows_out", 0)) for b in worker.batches())

@@ -4,7 +4,8 @@
     SPARK_DRIVER_MEMORY       heap of the one JVM; default half the dyno's memory
                               (512m on a 1 GB standard-2x), 512m where no limit is set
     SPARK_SHUFFLE_PARTITIONS  default 2
-    MAX_OFFSETS_PER_TRIGGER   default 200000 (records per micro-batch, all partitions)
+    MAX_OFFSETS_PER_TRIGGER   records per micro-batch, all partitions; each worker
+                              has its default, a few seconds of work at full speed
     START_FROM                earliest (default) or latest: where a group with no
                               stored offsets begins
 """
@@ -81,7 +82,8 @@ def session(app_name, environ=os.environ):
     return spark
 
 
-def kafka_stream(spark, kafka, topic, app, starting_offsets, environ=os.environ):
+def kafka_stream(spark, kafka, topic, app, starting_offsets, batch_records, read_headers,
+                 environ=os.environ):
     """A streaming DataFrame over some partitions of `<prefix><topic>`, read as
     group `<prefix><app>-app`.
 
@@ -96,9 +98,10 @@ def kafka_stream(spark, kafka, topic, app, starting_offsets, environ=os.environ)
         .option("kafka.group.id", kafka.group_id(app))
         .option("startingOffsets", json.dumps({kafka.topic(topic): {
             str(partition): offset for partition, offset in starting_offsets.items()}}))
-        .option("includeHeaders", "true")
+        .option("includeHeaders", str(read_headers).lower())  # 20 % slower when read
         .option("failOnDataLoss", "false")
-        .option("maxOffsetsPerTrigger", environ.get("MAX_OFFSETS_PER_TRIGGER", "200000"))
+        .option("maxOffsetsPerTrigger", environ.get("MAX_OFFSETS_PER_TRIGGER", str(batch_records)))
+        .option("kafka.max.poll.records", "5000")  # 500 by default: measured 1.5x faster reads
         .load()
     )
 

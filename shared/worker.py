@@ -116,10 +116,12 @@ class Context:
     partitions: tuple = ()  # of the input topic, when the query started
 
 
-def run(app, topic, start_query, *, transactional=False):
+def run(app, topic, start_query, *, batch_records, read_headers=False, transactional=False):
     """Run a worker until SIGTERM.
 
     start_query(context, source, checkpoint_folder) -> StreamingQuery.
+    batch_records: the most records of a micro-batch, unless MAX_OFFSETS_PER_TRIGGER says.
+    read_headers: the source has the records' `headers` column.
     transactional: the worker writes each batch to Postgres together with its
     offsets (shared.exactly_once); its progress lives there, and the schema is
     migrated first.
@@ -147,7 +149,8 @@ def run(app, topic, start_query, *, transactional=False):
         context.partitions = partitions
         stored = context.progress.stored() if transactional else member.committed()
         offsets = starting_offsets(partitions, stored, spark_module.start_from())
-        source = spark_module.kafka_stream(spark, config.kafka, topic, app, offsets)
+        source = spark_module.kafka_stream(spark, config.kafka, topic, app, offsets,
+                                           batch_records, read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
             query = member.start(lambda: start_query(context, source, checkpoint))
             error = supervise(query, stopper.requested, member)

@@ -15,4 +15,4 @@ def start_query(context, source, checkpoint):
 
 
 if __name__ == "__main__":
-    worker.run("echo", "textlines", start_query)
+    worker.run("echo", "textlines", start_query, batch_records=10_000)

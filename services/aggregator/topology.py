@@ -14,8 +14,12 @@ from shared.events import EVENT_TIME_HEADER, window_start
 
 
 def event_time(words: DataFrame):
-    header = F.try_element_at(
-        F.filter("headers", lambda h: h["key"] == EVENT_TIME_HEADER), F.lit(1))["value"]
+    # The text processor writes event_time as the only header: look at the
+    # first one before searching them all (`filter` is not code-generated, and
+    # took a third of the aggregation's time).
+    first = F.try_element_at("headers", F.lit(1))
+    header = F.when(first["key"] == EVENT_TIME_HEADER, first["value"]).otherwise(
+        F.try_element_at(F.filter("headers", lambda h: h["key"] == EVENT_TIME_HEADER), F.lit(1))["value"])
     millis = header.cast("string").try_cast("long")
     return F.coalesce(F.timestamp_millis(millis), F.col("timestamp"))
 

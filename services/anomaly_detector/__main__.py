@@ -34,4 +34,5 @@ def start_query(context, source, checkpoint):
 
 
 if __name__ == "__main__":
-    worker.run("anomaly-detector", "loglines", start_query, transactional=True)
+    worker.run("anomaly-detector", "loglines", start_query, batch_records=500_000,
+               transactional=True)

@@ -10,4 +10,4 @@ def start_query(context, source, checkpoint):
 
 
 if __name__ == "__main__":
-    worker.run("text-processor", "textlines", start_query)
+    worker.run("text-processor", "textlines", start_query, batch_records=100_000)
