@@ -113,7 +113,7 @@ class Context:
     stop_requested: threading.Event
     # Workers that write to Postgres keep their offsets there, with their results.
     progress: PostgresProgress = None
-    partitions: tuple = ()  # of the input topic, when the query started
+    partitions: tuple = ()  # of the input topic, assigned to this copy
 
 
 def run(app, topic, start_query, *, batch_records, read_headers=False, transactional=False):
@@ -134,12 +134,11 @@ def run(app, topic, start_query, *, batch_records, read_headers=False, transacti
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     spark = spark_module.session(app)
     stopper = Stopper()
-    if transactional:
-        engine = engine_for(config.database_url)
-        migrate(engine)
     member = GroupMember(config.kafka, app, topic)
     context = Context(config, BatchLog(app, member), stopper.requested)
     if transactional:
+        engine = engine_for(config.database_url)
+        migrate(engine)
         context.progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
     spark.streams.addListener(context.batch_log)
     log("start", app=app, topic=member.topic, group=member.group_id)
