@@ -17,6 +17,7 @@ import threading
 import time
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from shared.logs import log
@@ -72,18 +73,26 @@ class GroupMember(ConsumerRebalanceListener):
         offsets = {p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions}
         return {partition: offset for partition, offset in offsets.items() if offset is not None}
 
-    def commit(self, offsets, run_id=None):
-        """Commit in the background; a report of another query run is ignored,
-        as its partitions may have moved to another copy since."""
-        with self._lock:
-            if run_id is not None and (self._query is None or str(self._query.runId) != str(run_id)):
-                return
-        if offsets:
-            self._consumer.commit_async(self._offsets(offsets), callback=_log_failed_commit)
+    def commit(self, progress):
+        """Commit in the background where a micro-batch ended."""
+        if self._owns(progress):
+            self._consumer.commit_async(self._offsets(end_offsets(progress)),
+                                        callback=_log_failed_commit)
 
-    def commit_now(self, offsets):
-        if offsets:
-            self._consumer.commit(self._offsets(offsets))
+    def commit_last(self, query):
+        """At a stop: commit where the query's last micro-batch ended, unless a
+        rebalance took its partitions (and committed) already."""
+        if query.lastProgress and self._owns(query.lastProgress):
+            try:
+                self._consumer.commit(self._offsets(end_offsets(query.lastProgress)))
+            except KafkaError as error:  # the next owner repeats that batch, as after a crash
+                _log_failed_commit(None, error)
+
+    def _owns(self, progress):
+        """A report of another query run is ignored: its partitions may have
+        moved to another copy since."""
+        with self._lock:
+            return self._query is not None and str(self._query.runId) == str(progress.runId)
 
     def close(self):
         self._consumer.close(autocommit=False)

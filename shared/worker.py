@@ -81,7 +81,7 @@ class BatchLog(StreamingQueryListener):
         if (progress.runId, progress.batchId) == self.last_batch:
             return  # a progress report without a new batch
         self.last_batch = (progress.runId, progress.batchId)
-        self.member.commit(end_offsets(progress), run_id=progress.runId)
+        self.member.commit(progress)
         rows_out = progress.sink.numOutputRows
         log("batch", app=self.app, batch=progress.batchId,
             rows_in=progress.numInputRows,
@@ -154,8 +154,8 @@ def run(app, topic, start_query, *, batch_records, read_headers=False, transacti
             query = member.start(lambda: start_query(context, source, checkpoint))
             error = supervise(query, stopper.requested, member)
         if error is None:
-            if stopper.requested.is_set() and query.lastProgress:
-                member.commit_now(end_offsets(query.lastProgress))
+            if stopper.requested.is_set():
+                member.commit_last(query)
             continue  # stopping, or the group gave this copy other partitions
         failures = failures + 1 if query.lastProgress is None else 1  # reset by a batch done
         backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures)
