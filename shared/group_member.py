@@ -26,6 +26,9 @@ GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
 # Above GRACEFUL_STOP_SECONDS: handing partitions over waits for the running
 # batch, and the member must stay in the group meanwhile.
 SESSION_TIMEOUT_MS = 30_000
+# The last commit and leaving the group, each bounded: a copy must be gone 30 s
+# after SIGTERM, and up to 20 s of those may go to the running batch.
+STOP_STEP_TIMEOUT_MS = 4_000
 
 
 class GroupMember(ConsumerRebalanceListener):
@@ -76,15 +79,15 @@ class GroupMember(ConsumerRebalanceListener):
     def commit(self, progress):
         """Commit in the background where a micro-batch ended."""
         if self._owns(progress):
-            self._consumer.commit_async(self._offsets(end_offsets(progress)),
-                                        callback=_log_failed_commit)
+            self._commit_in_background(progress)
 
     def commit_last(self, query):
         """At a stop: commit where the query's last micro-batch ended, unless a
         rebalance took its partitions (and committed) already."""
         if query.lastProgress and self._owns(query.lastProgress):
             try:
-                self._consumer.commit(self._offsets(end_offsets(query.lastProgress)))
+                self._consumer.commit(self._offsets(end_offsets(query.lastProgress)),
+                                      timeout_ms=STOP_STEP_TIMEOUT_MS)
             except KafkaError as error:  # the next owner repeats that batch, as after a crash
                 _log_failed_commit(None, error)
 
@@ -95,7 +98,7 @@ class GroupMember(ConsumerRebalanceListener):
             return self._query is not None and str(self._query.runId) == str(progress.runId)
 
     def close(self):
-        self._consumer.close(autocommit=False)
+        self._consumer.close(autocommit=False, timeout_ms=STOP_STEP_TIMEOUT_MS)
 
     def on_partitions_revoked(self, revoked):
         with self._lock:
@@ -105,14 +108,16 @@ class GroupMember(ConsumerRebalanceListener):
             stop_gracefully(query)
             log("partitions_revoked", group=self.group_id)
             if query.lastProgress:
-                self._consumer.commit_async(self._offsets(end_offsets(query.lastProgress)),
-                                            callback=_log_failed_commit)
+                self._commit_in_background(query.lastProgress)
 
     def on_partitions_assigned(self, assigned):
         self._consumer.pause(*assigned)
         self.partitions = tuple(sorted(tp.partition for tp in assigned if tp.topic == self.topic))
         log("partitions_assigned", group=self.group_id, topic=self.topic,
             partitions=",".join(map(str, self.partitions)) or "none")
+
+    def _commit_in_background(self, progress):
+        self._consumer.commit_async(self._offsets(end_offsets(progress)), callback=_log_failed_commit)
 
     def _offsets(self, offsets):
         return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
