@@ -99,11 +99,15 @@ def stored_offsets(engine):
 
 def drain_numbers(worker):
     """Records read, micro-batches and seconds spent in them (of which in
-    Postgres, for the workers that write there), from the worker's log."""
+    Postgres, for the workers that write there), and the rate of the batches
+    after the first, from the worker's log."""
     batches = worker.batches()
+    after_first = batches[1:] or batches  # the first one also warms the JVM up
     return {"rows_in": sum(int(b["rows_in"]) for b in batches), "batches": len(batches),
             "busy_s": sum(int(b["duration_ms"]) for b in batches) / 1000,
-            "postgres_s": sum(int(b.get("postgres_ms", 0)) for b in batches) / 1000}
+            "postgres_s": sum(int(b.get("postgres_ms", 0)) for b in batches) / 1000,
+            "after_first_per_s": sum(int(b["rows_in"]) for b in after_first)
+            / (sum(int(b["duration_ms"]) for b in after_first) / 1000)}
 
 
 def percentile(values, fraction):

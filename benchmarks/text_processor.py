@@ -48,7 +48,7 @@ def main():
 
         report("text_processor_drain", lines=lines_in, words=words_out, preload_s=preload_s,
                batches=drained["batches"], lines_per_s=lines_in / busy_s, words_per_s=words_out / busy_s,
-               peak_rss_mb=worker.peak_rss / 2**20)
+               lines_per_s_after_first=drained["after_first_per_s"], peak_rss_mb=worker.peak_rss / 2**20)
         latencies = steady_latencies(stack, lines_topic, words_topic)
         worker.stop()
         report("text_processor_latency", rate_lines_per_s=STEADY_RATE,
