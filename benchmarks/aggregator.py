@@ -13,8 +13,8 @@ from kafka import KafkaProducer
 from pyspark.sql import functions as F
 from sqlalchemy import text
 
-from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, migrated_engine,
-                                percentile, report, spark_preload, stored_offsets, wait_until)
+from benchmarks.harness import (MeasuredWorker, local_stack, migrated_engine, percentile, report,
+                                spark_preload, stored_offsets, wait_for_drain)
 
 PREFIX = "bench."
 VOCABULARY = 50_000
@@ -45,12 +45,9 @@ def main():
 
         worker = MeasuredWorker("services.aggregator", stack.environment(PREFIX),
                                 f"{folder}/worker.log")
-        # Stored offsets show the work done; the log's last line follows soon after.
-        wait_until(lambda: stored_offsets(engine) >= count, 3600, "the backlog drained")
-        wait_until(lambda: drain_numbers(worker)["rows_in"] >= count, 60, "the last batch logged")
-        drained = drain_numbers(worker)
+        drained = wait_for_drain(worker, count, lambda: stored_offsets(engine) >= count)
         report("aggregator_drain", words=drained["rows_in"], preload_s=preload_s,
-               batches=drained["batches"], words_per_s=drained["rows_in"] / drained["busy_s"],
+               batches=drained["batches"], words_per_s=drained["per_s"],
                words_per_s_after_first=drained["after_first_per_s"],
                busy_s=drained["busy_s"], postgres_s=drained["postgres_s"],
                rows_upserted=sum(int(b["rows_out"]) for b in worker.batches()),

@@ -14,8 +14,8 @@ import time
 from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import functions as F
 
-from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, migrated_engine,
-                                percentile, report, spark_preload, stored_offsets, wait_until)
+from benchmarks.harness import (MeasuredWorker, local_stack, migrated_engine, percentile, report,
+                                spark_preload, stored_offsets, wait_for_drain, wait_until)
 
 PREFIX = "bench."
 PROBES = 20
@@ -38,12 +38,9 @@ def main():
 
         worker = MeasuredWorker("services.anomaly_detector", stack.environment(PREFIX),
                                 f"{folder}/worker.log")
-        # Stored offsets show the work done; the log's last line follows soon after.
-        wait_until(lambda: stored_offsets(engine) >= count, 3600, "the backlog drained")
-        wait_until(lambda: drain_numbers(worker)["rows_in"] >= count, 60, "the last batch logged")
-        drained = drain_numbers(worker)
+        drained = wait_for_drain(worker, count, lambda: stored_offsets(engine) >= count)
         report("anomaly_drain", lines=drained["rows_in"], preload_s=preload_s,
-               batches=drained["batches"], lines_per_s=drained["rows_in"] / drained["busy_s"],
+               batches=drained["batches"], lines_per_s=drained["per_s"],
                lines_per_s_after_first=drained["after_first_per_s"],
                busy_s=drained["busy_s"], postgres_s=drained["postgres_s"],
                failed_logins=sum(int(b.get("failed_logins", 0)) for b in worker.batches()),

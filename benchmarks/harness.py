@@ -97,17 +97,28 @@ def stored_offsets(engine):
         return connection.execute(text("SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")).scalar()
 
 
+def wait_for_drain(worker, count, done):
+    """Wait until `done()` (the work shows where it is stored), then until the
+    log's last batch line, which follows soon after; the drain's numbers."""
+    wait_until(done, 3600, "the backlog drained")
+    wait_until(lambda: drain_numbers(worker)["rows_in"] >= count, 60, "the last batch logged")
+    return drain_numbers(worker)
+
+
 def drain_numbers(worker):
     """Records read, micro-batches and seconds spent in them (of which in
-    Postgres, for the workers that write there), and the rate of the batches
-    after the first, from the worker's log."""
+    Postgres, for the workers that write there), and the rate over all of
+    them and over those after the first (which also warms the JVM up)."""
     batches = worker.batches()
-    after_first = batches[1:] or batches  # the first one also warms the JVM up
     return {"rows_in": sum(int(b["rows_in"]) for b in batches), "batches": len(batches),
             "busy_s": sum(int(b["duration_ms"]) for b in batches) / 1000,
             "postgres_s": sum(int(b.get("postgres_ms", 0)) for b in batches) / 1000,
-            "after_first_per_s": sum(int(b["rows_in"]) for b in after_first)
-            / (sum(int(b["duration_ms"]) for b in after_first) / 1000)}
+            "per_s": _rate(batches), "after_first_per_s": _rate(batches[1:] or batches)}
+
+
+def _rate(batches):
+    busy_ms = sum(int(b["duration_ms"]) for b in batches)
+    return 1000 * sum(int(b["rows_in"]) for b in batches) / busy_ms if busy_ms else 0.0
 
 
 def percentile(values, fraction):

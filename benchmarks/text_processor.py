@@ -11,8 +11,8 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer
 
-from benchmarks.harness import (MeasuredWorker, drain_numbers, local_stack, percentile, preload,
-                                report, wait_until)
+from benchmarks.harness import (MeasuredWorker, local_stack, percentile, preload, report,
+                                wait_for_drain, wait_until)
 from services.text_processor.generate import made_up_sentences
 from tests.kafka_io import committed_offsets, end_offsets
 
@@ -40,14 +40,12 @@ def main():
                                 f"{folder}/worker.log")
         done = lambda: committed_offsets(stack, PREFIX + "text-processor-app", lines_topic) \
             == end_offsets(stack, lines_topic)
-        wait_until(done, 3600, "the backlog drained")
-        wait_until(lambda: drain_numbers(worker)["rows_in"] >= count, 60, "the last batch logged")
-        drained = drain_numbers(worker)
+        drained = wait_for_drain(worker, count, done)
         lines_in, busy_s = drained["rows_in"], drained["busy_s"]
         words_out = sum(int(b.get("rows_out", 0)) for b in worker.batches())
 
         report("text_processor_drain", lines=lines_in, words=words_out, preload_s=preload_s,
-               batches=drained["batches"], lines_per_s=lines_in / busy_s, words_per_s=words_out / busy_s,
+               batches=drained["batches"], lines_per_s=drained["per_s"], words_per_s=words_out / busy_s,
                lines_per_s_after_first=drained["after_first_per_s"], peak_rss_mb=worker.peak_rss / 2**20)
         latencies = steady_latencies(stack, lines_topic, words_topic)
         worker.stop()
