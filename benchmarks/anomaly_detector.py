@@ -18,7 +18,7 @@ from benchmarks.harness import (MeasuredWorker, local_stack, migrated_engine, pe
                                 spark_preload, stored_offsets, wait_for_drain, wait_until)
 
 PREFIX = "bench."
-PROBES = 20
+PROBES = 100
 
 
 def log_lines(ids):

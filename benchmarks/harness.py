@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import psutil
-from kafka import KafkaProducer
 
 from shared.local_stack import LocalStack, wait_until  # noqa: F401 - for the cases
 
@@ -64,17 +63,6 @@ class MeasuredWorker:
     def peaks_mb(self):
         return {f"peak_rss_{name.replace('.', '_')}_mb": size / 2**20
                 for name, size in self.peak_rss_by_program.items()}
-
-
-def preload(stack, topic, lines):
-    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=50,
-                             batch_size=1_000_000, acks=1)
-    began = time.monotonic()
-    for line in lines:
-        producer.send(topic, line)
-    producer.flush()
-    producer.close()
-    return time.monotonic() - began
 
 
 def migrated_engine(stack):

@@ -10,10 +10,11 @@ import tempfile
 import time
 
 from kafka import KafkaConsumer, KafkaProducer
+from pyspark.sql import functions as F
 
-from benchmarks.harness import (MeasuredWorker, local_stack, percentile, preload, report,
+from benchmarks.harness import (MeasuredWorker, local_stack, percentile, report, spark_preload,
                                 wait_for_drain, wait_until)
-from services.text_processor.generate import made_up_sentences
+from services.text_processor.generate import VOCABULARY, made_up_sentences
 from tests.kafka_io import committed_offsets, end_offsets
 
 PREFIX = "bench."
@@ -29,12 +30,19 @@ def hundred_character_lines(count):
         yield line[:100]
 
 
+def spark_lines(ids):
+    """The backlog, written by Spark (far faster than Python): lines of 18 of
+    the generator's words in random order, cut at 100 characters."""
+    words = F.slice(F.shuffle(F.array(*map(F.lit, VOCABULARY))), 1, 18)
+    return ids.select(F.substring(F.concat_ws(" ", words), 1, 100).cast("binary").alias("value"))
+
+
 def main():
     count = int(os.environ.get("BENCH_LINES", "1000000"))
     with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
         stack.broker.create_topics(PREFIX, partitions=2)
         lines_topic, words_topic = PREFIX + "textlines", PREFIX + "words"
-        preload_s = preload(stack, lines_topic, hundred_character_lines(count))
+        preload_s = spark_preload(stack, lines_topic, spark_lines, count)
 
         worker = MeasuredWorker("services.text_processor", stack.environment(PREFIX),
                                 f"{folder}/worker.log")

@@ -102,6 +102,10 @@ def kafka_stream(spark, kafka, topic, app, starting_offsets, batch_records, read
         .option("failOnDataLoss", "false")
         .option("maxOffsetsPerTrigger", environ.get("MAX_OFFSETS_PER_TRIGGER", str(batch_records)))
         .option("kafka.max.poll.records", "5000")  # 500 by default: measured 1.5x faster reads
+        # A read that reached the end of a partition leaves a fetch waiting at
+        # the broker for this long (500 ms by default), and the next batch's
+        # read waits behind it: measured, a small batch went from 0.7 to 0.4 s.
+        .option("kafka.fetch.max.wait.ms", "5")
         .load()
     )
 

@@ -113,7 +113,8 @@ class Context:
     stop_requested: threading.Event
     # Workers that write to Postgres keep their offsets there, with their results.
     progress: PostgresProgress = None
-    partitions: tuple = ()  # of the input topic, assigned to this copy
+    # Where the running query began, for each partition assigned to this copy.
+    starting_offsets: dict = None
 
 
 def run(app, topic, start_query, *, batch_records, read_headers=False, transactional=False):
@@ -145,10 +146,9 @@ def run(app, topic, start_query, *, batch_records, read_headers=False, transacti
 
     failures = 0
     while (partitions := member.wait_for_partitions(stopper.requested)) is not None:
-        context.partitions = partitions
         stored = context.progress.stored() if transactional else member.committed()
-        offsets = starting_offsets(partitions, stored, spark_module.start_from())
-        source = spark_module.kafka_stream(spark, config.kafka, topic, app, offsets,
+        context.starting_offsets = starting_offsets(partitions, stored, spark_module.start_from())
+        source = spark_module.kafka_stream(spark, config.kafka, topic, app, context.starting_offsets,
                                            batch_records, read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
             query = member.start(lambda: start_query(context, source, checkpoint))

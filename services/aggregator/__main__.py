@@ -32,7 +32,7 @@ def add_counts(connection, rows, window_seconds):
 
 def start_query(context, source, checkpoint):
     window_seconds = context.config.window_seconds
-    write = foreach_batch(context, lambda batch: count_words(batch, window_seconds),
+    write = foreach_batch(context, checkpoint, lambda batch: count_words(batch, window_seconds),
                           lambda connection, rows: add_counts(connection, rows, window_seconds))
     return source.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).start()
 

@@ -28,7 +28,8 @@ def start_query(context, source, checkpoint):
         return {"failed_logins": sum(counts.values()), "skipped_no_user": skipped,
                 "alerts": alerts, "windows_pruned": pruned}
 
-    write_batch = foreach_batch(context, lambda batch: failed_logins(batch, config.window_seconds),
+    write_batch = foreach_batch(context, checkpoint,
+                                lambda batch: failed_logins(batch, config.window_seconds),
                                 write, after_commit=publisher.wake)
     return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
