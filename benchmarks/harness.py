@@ -90,6 +90,9 @@ def wait_for_drain(worker, count, done):
     log's last batch line, which follows soon after; the drain's numbers."""
     wait_until(done, 3600, "the backlog drained")
     wait_until(lambda: drain_numbers(worker)["rows_in"] >= count, 60, "the last batch logged")
+    if os.environ.get("BENCH_VERBOSE"):
+        for batch in worker.batches():
+            print(" ".join(f"{key}={value}" for key, value in batch.items()), file=sys.stderr)
     return drain_numbers(worker)
 
 

@@ -112,8 +112,8 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
     """A foreachBatch function for a query checkpointed in `checkpoint`:
     `aggregate(batch)` in Spark, its rows collected, then `write(connection,
     rows)` in the transaction that stores the offsets. `write` returns fields
-    for the batch's log line; `after_commit()` runs once that transaction is
-    committed."""
+    for the batch's log line (rows_out among them); `after_commit()` runs once
+    that transaction is committed."""
 
     def write_batch(batch, batch_id):
         ranges = batch_offset_ranges(checkpoint, batch_id, context.starting_offsets)
@@ -123,8 +123,7 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
             fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
             if after_commit:
                 after_commit()
-            context.batch_log.report(batch_id, rows_out=len(rows),
-                                     postgres_ms=int((time.monotonic() - began) * 1000),
-                                     **(fields or {}))
+            context.batch_log.report(batch_id, postgres_ms=int((time.monotonic() - began) * 1000),
+                                     **fields)
 
     return write_batch

@@ -2,7 +2,7 @@
 
 import datetime
 
-from services.aggregator.topology import count_words
+from services.aggregator.topology import copy_text, count_words
 
 UTC = datetime.timezone.utc
 T0 = 1_795_000_200  # an epoch second that is a multiple of 10 and 60
@@ -14,7 +14,7 @@ def record(word, timestamp_s, event_time=None, header_value=None):
         headers = [("event_time", str(int(event_time * 1000)).encode())]
     if header_value is not None:
         headers = [("other", b"x"), ("event_time", header_value)]
-    value = word.encode() if word is not None else None
+    value = word.encode() if isinstance(word, str) else word
     return (value, datetime.datetime.fromtimestamp(timestamp_s, UTC), headers)
 
 
@@ -49,6 +49,20 @@ def test_window_length_comes_from_the_argument(spark):
     assert got == {(T0, "w"): 1, (T0 + 60, "w"): 2}
 
 
-def test_null_and_nul_words_are_left_out(spark):
-    got = counts(spark, [record(None, T0), record("a\u0000b", T0), record("ok", T0)])
-    assert got == {(T0, "ok"): 1}
+def test_words_postgres_cannot_keep_in_a_key_are_left_out(spark):
+    longest = "é" * 1000  # 2,000 bytes
+    got = counts(spark, [record(None, T0), record("a\u0000b", T0), record(b"\xff", T0),
+                         record(b"\xfe", T0), record(longest + "x", T0), record(longest, T0),
+                         record("ok", T0)])
+    assert got == {(T0, longest): 1, (T0, "ok"): 1}
+
+
+def test_copy_text_holds_every_count_with_nothing_to_escape(spark):
+    tricky = ["tab\there", "new\nline", "back\\slash", "\"quoted\"", "東京", "🙂", "a,b"]
+    frame = spark.createDataFrame([(T0, word, n + 1) for n, word in enumerate(tricky)],
+                                  "window_start long, word string, count long")
+    (batch,) = copy_text(frame).collect()
+    lines = [line.split("\t") for line in batch.lines.split("\n")]
+    assert {(int(start), bytes.fromhex(word).decode(), int(count)) for start, word, count in lines} \
+        == {(T0, word, n + 1) for n, word in enumerate(tricky)}
+    assert (batch.rows, batch.words) == (len(tricky), sum(range(1, len(tricky) + 1)))

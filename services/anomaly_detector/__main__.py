@@ -25,7 +25,7 @@ def start_query(context, source, checkpoint):
         counts = {(row.user, row.window_start): row["count"] for row in rows if row.user != NO_USER}
         skipped = sum(row["count"] for row in rows if row.user == NO_USER)
         alerts, pruned = record_failures(connection, counts, config) if counts else (0, 0)
-        return {"failed_logins": sum(counts.values()), "skipped_no_user": skipped,
+        return {"rows_out": len(rows), "failed_logins": sum(counts.values()), "skipped_no_user": skipped,
                 "alerts": alerts, "windows_pruned": pruned}
 
     write_batch = foreach_batch(context, checkpoint,

@@ -6,14 +6,15 @@ first `|`-separated field, trimmed, with a leading `user_id:` label removed
 `alice|...`). Event time is the line's Kafka timestamp; windows are tumbling
 and aligned to the epoch, as the aggregator's.
 
-Failed logins without a user id are counted under the user "" so that one
+Failed logins without a user id, or with one Postgres cannot keep as a key
+(shared.events.storable_key), are counted under the user "" so that one
 aggregation gives both the counts and how many lines were skipped.
 """
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import window_start
+from shared.events import storable_key, window_start
 
 FAILED_LOGIN = "login failed"
 NO_USER = ""
@@ -28,9 +29,10 @@ def user_id(line):
 def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
     """Columns: user (NO_USER for lines without one), window_start (epoch s), count."""
     line = F.col("value").cast("string")
+    user = user_id(line)
     return (
         lines.where(line.contains(FAILED_LOGIN))
-        .select(user_id(line).alias("user"),
+        .select(F.when(storable_key(user), user).otherwise(NO_USER).alias("user"),
                 window_start(F.col("timestamp"), window_seconds).alias("window_start"))
         .groupBy("user", "window_start")
         .count()
