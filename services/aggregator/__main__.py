@@ -38,5 +38,5 @@ def start_query(context, source, checkpoint):
 
 
 if __name__ == "__main__":
-    worker.run("aggregator", "words", start_query, batch_records=1_000_000, read_headers=True,
+    worker.run("aggregator", "words", start_query, batch_records=2_000_000, read_headers=True,
                transactional=True)
