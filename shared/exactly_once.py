@@ -17,17 +17,17 @@ import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from shared.logs import log
+from shared.outages import postgres_outage
 
-MAX_BACKOFF_SECONDS = 30
-
-FENCED_ADVANCE = text("""
+STORED_FOR_UPDATE = text("""
+    SELECT next_offset FROM kafka_offsets
+    WHERE consumer = :consumer AND topic = :topic AND partition = :partition FOR UPDATE""")
+ADVANCE = text("""
     INSERT INTO kafka_offsets (consumer, topic, partition, next_offset)
     VALUES (:consumer, :topic, :partition, :next_offset)
-    ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
-    WHERE kafka_offsets.next_offset <= :first_offset""")
+    ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset""")
 
 
 class StaleBatchError(Exception):
@@ -71,54 +71,55 @@ class PostgresProgress:
 
     def stored(self):
         """{partition: next offset} where this consumer's batches resume."""
-        with self.engine.connect() as connection:
-            rows = connection.execute(text(
-                "SELECT partition, next_offset FROM kafka_offsets"
-                " WHERE consumer = :consumer AND topic = :topic"),
-                {"consumer": self.consumer, "topic": self.topic})
-            return dict(rows.all())
+        return self.read(lambda connection: dict(connection.execute(text(
+            "SELECT partition, next_offset FROM kafka_offsets"
+            " WHERE consumer = :consumer AND topic = :topic"),
+            {"consumer": self.consumer, "topic": self.topic}).all()))
+
+    def read(self, query):
+        """query(connection), retried while Postgres cannot be reached."""
+        def run():
+            with self.engine.connect() as connection:
+                return query(connection)
+        return self.retrying(run)
 
     def commit(self, ranges, write):
         """In one transaction: advance the offsets past `ranges`, then
         `write(connection)`. Retried while Postgres cannot be reached."""
-        failures = 0
-        while True:
-            try:
-                with self.engine.begin() as connection:
-                    self._advance(connection, ranges)
-                    return write(connection)
-            except (OperationalError, DBAPIError) as error:
-                if not _is_connection_problem(error) or self.stop_requested.is_set():
-                    raise
-                failures += 1
-                backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures / 2)
-                log("postgres_unavailable", error=type(error.orig).__name__, retry_in_s=backoff)
-                self.stop_requested.wait(backoff)
+        def run():
+            with self.engine.begin() as connection:
+                self._advance(connection, ranges)
+                return write(connection)
+        return self.retrying(run)
+
+    def retrying(self, action):
+        """action(), again with backoff while Postgres cannot be reached (one
+        log line per try); any other error is raised."""
+        return postgres_outage(self.stop_requested).retry(action)
 
     def _advance(self, connection, ranges):
         for partition, (first, next_offset) in sorted(ranges.items()):
-            moved = connection.execute(FENCED_ADVANCE, {
-                "consumer": self.consumer, "topic": self.topic, "partition": partition,
-                "next_offset": next_offset, "first_offset": first}).rowcount
-            if moved != 1:
+            stored = connection.execute(STORED_FOR_UPDATE, {
+                "consumer": self.consumer, "topic": self.topic, "partition": partition}).scalar()
+            if stored is not None and stored > first:
                 raise StaleBatchError(f"{self.topic} partition {partition} is stored past offset {first}")
-
-
-def _is_connection_problem(error):
-    return isinstance(error, OperationalError) or error.connection_invalidated
+            if stored is not None and first > stored:  # retention removed what lay between
+                log("data_lost", topic=self.topic, partition=partition, records=first - stored)
+            connection.execute(ADVANCE, {"consumer": self.consumer, "topic": self.topic,
+                                         "partition": partition, "next_offset": next_offset})
 
 
 def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
     """A foreachBatch function for a query checkpointed in `checkpoint`:
-    `aggregate(batch)` in Spark, its rows collected, then `write(connection,
-    rows)` in the transaction that stores the offsets. `write` returns fields
-    for the batch's log line (rows_out among them); `after_commit()` runs once
-    that transaction is committed."""
+    `aggregate(batch)` in Spark, then `write(connection, aggregated)` in the
+    transaction that stores the offsets. `write` returns fields for the
+    batch's log line (rows_out among them); `after_commit()` runs once that
+    transaction is committed."""
 
     def write_batch(batch, batch_id):
         ranges = batch_offset_ranges(checkpoint, batch_id, context.starting_offsets)
         if ranges:
-            rows = aggregate(batch).collect()
+            rows = aggregate(batch)
             began = time.monotonic()
             fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
             if after_commit:

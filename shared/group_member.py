@@ -21,6 +21,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from shared.logs import log
+from shared.outages import kafka_outage
 
 GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
 # Above GRACEFUL_STOP_SECONDS: handing partitions over waits for the running
@@ -32,16 +33,18 @@ STOP_STEP_TIMEOUT_MS = 4_000
 
 
 class GroupMember(ConsumerRebalanceListener):
-    def __init__(self, kafka, app, topic):
+    def __init__(self, kafka, app, topic, stop_requested):
+        self.kafka = kafka
         self.topic = kafka.topic(topic)
         self.group_id = kafka.group_id(app)
         self.partitions = None  # assigned to this copy; None while the group rebalances
         self._query = None
         self._lock = threading.Lock()
-        self._consumer = KafkaConsumer(
+        self._outage = kafka_outage(stop_requested)
+        self._consumer = self._outage.retry(lambda: KafkaConsumer(
             group_id=self.group_id, enable_auto_commit=False,
             session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
-            **kafka.kafka_python_kwargs())
+            **kafka.kafka_python_kwargs()))
         self._consumer.subscribe([self.topic], listener=self)
 
     def wait_for_partitions(self, stop_requested):
@@ -57,8 +60,9 @@ class GroupMember(ConsumerRebalanceListener):
         return None
 
     def poll(self, seconds=0.5):
-        """Keep the membership; a rebalance runs its callbacks from here."""
-        self._consumer.poll(timeout_ms=int(seconds * 1000))
+        """Keep the membership; a rebalance runs its callbacks from here.
+        While the broker cannot be reached, waits with backoff instead."""
+        self._outage.attempt(lambda: self._consumer.poll(timeout_ms=int(seconds * 1000)))
 
     def wait(self, seconds, stop_requested):
         deadline = time.monotonic() + seconds
@@ -73,8 +77,26 @@ class GroupMember(ConsumerRebalanceListener):
 
     def committed(self):
         """{partition: next offset} as committed by the group, for the assigned partitions."""
-        offsets = {p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions}
+        offsets = self._outage.retry(lambda: {
+            p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions})
         return {partition: offset for partition, offset in offsets.items() if offset is not None}
+
+    def report_data_lost(self, ranges):
+        """Log `event=data_lost` for the records of `ranges` ({partition:
+        (first, next offset)} a batch covered but did not read all of) that
+        retention removed before they were read."""
+        consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs())
+        try:
+            earliest = consumer.beginning_offsets([TopicPartition(self.topic, p) for p in ranges])
+        except KafkaError as error:
+            log("data_lost_unknown", topic=self.topic, error=type(error).__name__)
+            return
+        finally:
+            consumer.close()
+        for tp, offset in sorted(earliest.items()):
+            first, end = ranges[tp.partition]
+            if offset > first:
+                log("data_lost", topic=self.topic, partition=tp.partition, records=min(offset, end) - first)
 
     def commit(self, progress):
         """Commit in the background where a micro-batch ended."""
@@ -98,7 +120,10 @@ class GroupMember(ConsumerRebalanceListener):
             return self._query is not None and str(self._query.runId) == str(progress.runId)
 
     def close(self):
-        self._consumer.close(autocommit=False, timeout_ms=STOP_STEP_TIMEOUT_MS)
+        try:
+            self._consumer.close(autocommit=False, timeout_ms=STOP_STEP_TIMEOUT_MS)
+        except KafkaError as error:  # the group drops this member after its session timeout
+            log("leave_failed", group=self.group_id, error=type(error).__name__)
 
     def on_partitions_revoked(self, revoked):
         with self._lock:

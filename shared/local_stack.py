@@ -165,11 +165,12 @@ class KafkaBroker:
             f"log4j.appender.file.File={self.folder / 'broker.log'}\n"
             "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
             "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        # `=`: a base64 id may begin with "-", which would read as an option.
-        subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
-                                  "-c", str(config)),
-                       check=True, stdout=subprocess.DEVNULL)
+        if not (self.folder / "data" / "meta.properties").exists():  # else a restart: keep the data
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            # `=`: a base64 id may begin with "-", which would read as an option.
+            subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                                      "-c", str(config)),
+                           check=True, stdout=subprocess.DEVNULL)
         self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         wait_until(self._ready, START_TIMEOUT, f"the Kafka broker on {self.bootstrap}")
@@ -213,6 +214,12 @@ class KafkaBroker:
 
     def stop(self):
         _terminate(self.process)
+
+    def kill(self):
+        """SIGKILL, as a crashed broker; start() brings it back on the same
+        ports with the same data."""
+        self.process.kill()
+        self.process.wait()
 
 
 def postgres_bin():

@@ -53,6 +53,17 @@ STEPS = [
             UNIQUE (user_id, window_start, severity))"""),
     ("failed_login_counts_by_window", """
         CREATE INDEX failed_login_counts_by_window ON failed_login_counts (window_start)"""),
+    # The highest place (services/aggregator/topology.py) counted per words
+    # partition and textlines partition, moved with the consumer's offsets.
+    ("counted_places", """
+        CREATE TABLE counted_places (
+            consumer       text   NOT NULL,
+            topic          text   NOT NULL,
+            partition      int    NOT NULL,
+            line_partition int    NOT NULL,
+            line_offset    bigint NOT NULL,
+            word_index     int    NOT NULL,
+            PRIMARY KEY (consumer, topic, partition, line_partition))"""),
 ]
 
 

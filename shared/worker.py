@@ -33,6 +33,7 @@ from shared.exactly_once import PostgresProgress, engine_for
 from shared.group_member import GroupMember, end_offsets, stop_gracefully
 from shared.logs import log
 from shared.migrations import migrate
+from shared.outages import StopRequested
 from shared.tls_check import check_tls
 
 MAX_BACKOFF_SECONDS = 30
@@ -54,6 +55,24 @@ def lag(progress):
     return sum(max(0, offset - end.get(int(partition), 0)) for partition, offset in latest.items())
 
 
+def unread_ranges(progress, starting_offsets):
+    """{partition: (first, next offset)} of the batch's ranges, when it read
+    fewer records than they hold: retention may have removed some (or they
+    are a transactional producer's markers, which take offsets too).
+    `starting_offsets`: where the query began, for its first batch."""
+    (source,) = progress.sources
+    if source.startOffset in (None, "None"):  # the query's first batch
+        start = starting_offsets
+    else:
+        (start,) = json.loads(source.startOffset).values()
+        start = {int(partition): offset for partition, offset in start.items()}
+    ranges = {partition: (first, end) for partition, end in end_offsets(progress).items()
+              if (first := start.get(partition, -1)) >= 0}
+    if progress.numInputRows >= sum(end - first for first, end in ranges.values()):
+        return {}
+    return ranges
+
+
 class BatchLog(StreamingQueryListener):
     """One log line per finished micro-batch, and its offsets committed."""
 
@@ -61,6 +80,7 @@ class BatchLog(StreamingQueryListener):
         self.app = app
         self.member = member
         self.extra_fields = {}  # batch id -> fields a service reported
+        self.starting_offsets = {}  # where the running query began
         self.last_batch = None  # (run id, batch id): batch ids restart with each run
 
     def report(self, batch_id, **fields):
@@ -82,12 +102,17 @@ class BatchLog(StreamingQueryListener):
             return  # a progress report without a new batch
         self.last_batch = (progress.runId, progress.batchId)
         self.member.commit(progress)
+        if unread := unread_ranges(progress, self.starting_offsets):
+            self.member.report_data_lost(unread)
+        observed = {name: value for row in progress.observedMetrics.values()
+                    for name, value in row.asDict().items()}
         rows_out = progress.sink.numOutputRows
         log("batch", app=self.app, batch=progress.batchId,
             rows_in=progress.numInputRows,
             **({"rows_out": rows_out} if rows_out >= 0 else {}),
             duration_ms=progress.durationMs.get("triggerExecution", 0),
             lag=lag(progress),
+            **observed,
             **self.extra_fields.pop(progress.batchId, {}))
 
 
@@ -135,36 +160,47 @@ def run(app, topic, start_query, *, batch_records, read_headers=False, transacti
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     spark = spark_module.session(app)
     stopper = Stopper()
-    member = GroupMember(config.kafka, app, topic)
-    context = Context(config, BatchLog(app, member), stopper.requested)
-    if transactional:
-        engine = engine_for(config.database_url)
-        migrate(engine)
-        context.progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
-    spark.streams.addListener(context.batch_log)
-    log("start", app=app, topic=member.topic, group=member.group_id)
+    member = None
+    try:
+        member = GroupMember(config.kafka, app, topic, stopper.requested)
+        context = Context(config, BatchLog(app, member), stopper.requested)
+        if transactional:
+            engine = engine_for(config.database_url)
+            context.progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
+            context.progress.retrying(lambda: migrate(engine))
+        spark.streams.addListener(context.batch_log)
+        log("start", app=app, topic=member.topic, group=member.group_id)
+        run_queries(spark, context, member, topic, start_query, batch_records, read_headers)
+    except StopRequested:  # asked for while a broker or Postgres was away
+        pass
+    spark.stop()
+    if member is not None:
+        member.close()
+    log("stopped", app=app)
 
+
+def run_queries(spark, context, member, topic, start_query, batch_records, read_headers):
+    """Run the query on this copy's partitions, again after each rebalance
+    and each failure, until a stop is asked for."""
+    app, stop_requested = context.batch_log.app, context.stop_requested
     failures = 0
-    while (partitions := member.wait_for_partitions(stopper.requested)) is not None:
-        stored = context.progress.stored() if transactional else member.committed()
+    while (partitions := member.wait_for_partitions(stop_requested)) is not None:
+        stored = context.progress.stored() if context.progress else member.committed()
         context.starting_offsets = starting_offsets(partitions, stored, spark_module.start_from())
-        source = spark_module.kafka_stream(spark, config.kafka, topic, app, context.starting_offsets,
-                                           batch_records, read_headers)
+        context.batch_log.starting_offsets = context.starting_offsets
+        source = spark_module.kafka_stream(spark, context.config.kafka, topic, app,
+                                           context.starting_offsets, batch_records, read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
             query = member.start(lambda: start_query(context, source, checkpoint))
-            error = supervise(query, stopper.requested, member)
-        if error is None:
-            if stopper.requested.is_set():
+            error = supervise(query, stop_requested, member)
+        if error is None or stop_requested.is_set():
+            if stop_requested.is_set():
                 member.commit_last(query)
             continue  # stopping, or the group gave this copy other partitions
         failures = failures + 1 if query.lastProgress is None else 1  # reset by a batch done
         backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures)
         log("query_failed", app=app, error=_error_summary(error), retry_in_s=backoff)
-        member.wait(backoff, stopper.requested)
-
-    spark.stop()
-    member.close()
-    log("stopped", app=app)
+        member.wait(backoff, stop_requested)
 
 
 def supervise(query, stop_requested, member):

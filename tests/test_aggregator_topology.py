@@ -2,26 +2,50 @@
 
 import datetime
 
-from services.aggregator.topology import copy_text, count_words
+from services.aggregator.topology import run_thresholds, summarize, thresholds_frame
 
 UTC = datetime.timezone.utc
 T0 = 1_795_000_200  # an epoch second that is a multiple of 10 and 60
+SCHEMA = ("value binary, timestamp timestamp, headers array<struct<key:string,value:binary>>, "
+          "partition int, offset long")
 
 
-def record(word, timestamp_s, event_time=None, header_value=None):
+def record(word, timestamp_s, event_time=None, header_value=None, place=None, partition=0):
+    """A record on `words`: `place` is (line partition, line offset, word index, run)."""
     headers = []
     if event_time is not None:
         headers = [("event_time", str(int(event_time * 1000)).encode())]
     if header_value is not None:
         headers = [("other", b"x"), ("event_time", header_value)]
+    if place is not None:
+        headers.append(("place", ":".join(map(str, place)).encode()))
     value = word.encode() if isinstance(word, str) else word
-    return (value, datetime.datetime.fromtimestamp(timestamp_s, UTC), headers)
+    return [value, datetime.datetime.fromtimestamp(timestamp_s, UTC), headers, partition]
+
+
+def summary(spark, records, window_seconds=10, thresholds=None):
+    """A batch's summary, the records' offsets in the order given."""
+    frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
+    return summarize(frame, window_seconds, thresholds_frame(spark, thresholds or {})).first()
+
+
+def parsed(lines):
+    """{(window_start, word): count} of a summary's COPY text."""
+    rows = [line.split("\t") for line in lines.split("\n")] if lines else []
+    return {(int(start), bytes.fromhex(word).decode()): int(n) for start, word, n in rows}
 
 
 def counts(spark, records, window_seconds=10):
-    frame = spark.createDataFrame(
-        records, "value binary, timestamp timestamp, headers array<struct<key:string,value:binary>>")
-    return {(r.window_start, r.word): r["count"] for r in count_words(frame, window_seconds).collect()}
+    return parsed(summary(spark, records, window_seconds).lines)
+
+
+def counted_once(spark, records, before=None):
+    """Counts as the aggregator makes them: a second pass when runs repeat
+    each other within the batch."""
+    first = summary(spark, records, thresholds=before)
+    per_run, after, repeats = run_thresholds(before or {}, first.runs)
+    final = summary(spark, records, thresholds=per_run) if repeats else first
+    return parsed(final.lines), final, after
 
 
 def test_words_count_in_the_window_of_their_event_time_however_late(spark):
@@ -51,18 +75,67 @@ def test_window_length_comes_from_the_argument(spark):
 
 def test_words_postgres_cannot_keep_in_a_key_are_left_out(spark):
     longest = "é" * 1000  # 2,000 bytes
-    got = counts(spark, [record(None, T0), record("a\u0000b", T0), record(b"\xff", T0),
-                         record(b"\xfe", T0), record(longest + "x", T0), record(longest, T0),
-                         record("ok", T0)])
-    assert got == {(T0, longest): 1, (T0, "ok"): 1}
+    result = summary(spark, [record(None, T0), record("a\u0000b", T0), record(b"\xff", T0),
+                             record(b"\xfe", T0), record(longest + "x", T0), record(longest, T0),
+                             record("ok", T0)])
+    assert parsed(result.lines) == {(T0, longest): 1, (T0, "ok"): 1}
+    assert (result.bad_key, result.counted) == (5, 2)
+
+
+def test_event_times_that_spark_postgres_or_the_clock_reject_are_skipped_and_counted(spark):
+    now = datetime.datetime.now(UTC).timestamp()
+    result = summary(spark, [
+        record("overflow", T0, header_value=b"99999999999999999"),  # past Spark's timestamps
+        record("ancient", T0, header_value=b"-300000000000000"),     # before Postgres's
+        record("future", T0, event_time=now + 2 * 86400),             # two days ahead
+        record("stamped", now + 2 * 86400),                           # no header: its own timestamp
+        record("soon", T0, event_time=now + 1800),                    # within the hour: counted
+        record("ok", T0, event_time=T0)])
+    assert parsed(result.lines) == {(int(now + 1800) // 10 * 10, "soon"): 1, (T0, "ok"): 1}
+    assert (result.bad_time, result.counted) == (4, 2)
 
 
 def test_copy_text_holds_every_count_with_nothing_to_escape(spark):
     tricky = ["tab\there", "new\nline", "back\\slash", "\"quoted\"", "東京", "🙂", "a,b"]
-    frame = spark.createDataFrame([(T0, word, n + 1) for n, word in enumerate(tricky)],
-                                  "window_start long, word string, count long")
-    (batch,) = copy_text(frame).collect()
-    lines = [line.split("\t") for line in batch.lines.split("\n")]
-    assert {(int(start), bytes.fromhex(word).decode(), int(count)) for start, word, count in lines} \
-        == {(T0, word, n + 1) for n, word in enumerate(tricky)}
-    assert (batch.rows, batch.words) == (len(tricky), sum(range(1, len(tricky) + 1)))
+    records = [record(word, T0) for n, word in enumerate(tricky) for _ in range(n + 1)]
+    result = summary(spark, records)
+    assert parsed(result.lines) == {(T0, word): n + 1 for n, word in enumerate(tricky)}
+    assert (result.rows, result.counted) == (len(tricky), sum(range(1, len(tricky) + 1)))
+
+
+def test_a_word_at_or_below_the_highest_place_counted_before_is_a_repeat(spark):
+    run = 7
+    got, result, after = counted_once(spark, [
+        record("old", T0, place=(1, 40, 2, run)),     # counted by an earlier batch
+        record("edge", T0, place=(1, 41, 0, run)),    # the highest place counted: a repeat
+        record("new", T0, place=(1, 41, 1, run)),
+        record("other", T0, place=(2, 5, 0, run)),    # another textlines partition
+        record("plain", T0)], before={(0, 1): (41, 0), (0, 2): (9, 0)})
+    assert got == {(T0, "new"): 1, (T0, "plain"): 1}
+    assert result.repeated == 3
+    assert after == {(0, 1): (41, 1), (0, 2): (9, 0)}
+
+
+def test_a_run_that_resends_what_an_earlier_run_of_the_same_batch_sent_counts_once(spark):
+    # A text processor killed after sending words of lines 10 and 11 (run 1),
+    # restarted from line 10 (run 2); another textlines partition in between.
+    first = [record(w, T0, place=(0, 10 + n // 2, n % 2, 1)) for n, w in enumerate("abcd")]
+    other = [record("x", T0, place=(1, 3, 0, 1))]
+    second = [record(w, T0, place=(0, 10 + n // 2, n % 2, 2)) for n, w in enumerate("abcdef")]
+    got, result, after = counted_once(spark, first + other + second)
+    assert got == {(T0, w): 1 for w in "abcdefx"}
+    assert result.repeated == 4
+    assert after == {(0, 0): (12, 1), (0, 1): (3, 0)}
+
+
+def test_a_new_run_that_resends_nothing_needs_no_second_pass(spark):
+    records = [record("a", T0, place=(0, 1, 0, 1)), record("b", T0, place=(0, 2, 0, 2))]
+    result = summary(spark, records)
+    assert run_thresholds({}, result.runs)[2] is False
+    assert parsed(result.lines) == {(T0, "a"): 1, (T0, "b"): 1}
+
+
+def test_a_malformed_place_is_no_place(spark):
+    got = counts(spark, [record("a", T0, place=("x", 1, 0, 1)), record("a", T0, place=(0, 1, 0)),
+                         record("a", T0, place=(0, 1, 0, 1))])
+    assert got == {(T0, "a"): 3}

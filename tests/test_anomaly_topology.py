@@ -50,3 +50,11 @@ def test_counts_per_user_and_window_of_the_kafka_timestamp(spark):
     lines = ["alice|login failed"] * 3 + ["bob|login failed"] * 2
     got = count(spark, lines, seconds={0: 0, 1: 9.999, 2: 10, 3: 5, 4: 3600})
     assert got == {("alice", T0): 2, ("alice", T0 + 10): 1, ("bob", T0): 1, ("bob", T0 + 3600): 1}
+
+
+def test_lines_stamped_far_ahead_of_the_clock_are_skipped_without_a_window(spark):
+    ahead = datetime.datetime.now(datetime.timezone.utc).timestamp() - T0
+    got = count(spark, ["alice|login failed"] * 3,
+                seconds={0: ahead + 2 * 86400, 1: ahead + 1800, 2: 0})
+    soon = int(T0 + ahead + 1800) // 10 * 10
+    assert got == {(NO_USER, None): 1, ("alice", soon): 1, ("alice", T0): 1}

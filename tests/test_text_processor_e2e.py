@@ -12,6 +12,7 @@ from tests.test_text_processor_topology import HARD_LINES, oracle
 
 BASE_MS = 1_795_000_000_000  # 2026-11-18
 ONE_MB_LINE = ("abcdefghi " * 100_000).encode()  # 1,000,000 bytes, 100,000 words
+ONE_MB_WORD = b"y" * 1_000_000  # as a record, twice Kafka's 1 MB limit: skipped
 
 
 def all_processed(stack, prefix):
@@ -22,13 +23,13 @@ def all_processed(stack, prefix):
 @pytest.mark.parametrize("stack", MODES, indirect=True)
 def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers):
     values = [line.encode() for line in HARD_LINES] + [
-        b"\xff\xfe broken \xc3\x28 bytes", None, ONE_MB_LINE, b"after the big one"]
+        b"\xff\xfe broken \xc3\x28 bytes", None, ONE_MB_LINE, ONE_MB_WORD, b"after the big one"]
     timestamps = [BASE_MS + 1_000 * i for i in range(len(values))]
     produce(stack, prefix + "textlines", values, timestamps)
     expected = Counter()
     for value, timestamp in zip(values, timestamps):
         text = (value or b"").decode("utf-8", "replace")
-        expected.update((word, str(timestamp)) for word in oracle(text))
+        expected.update((word, str(timestamp)) for word in oracle(text) if len(word) < 1_000_000)
 
     worker = workers.start("services.text_processor")
     records = read_all(stack, prefix + "words", sum(expected.values()), timeout=180)
@@ -37,6 +38,7 @@ def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers)
     got = Counter((r.value.decode(), dict(r.headers)["event_time"].decode()) for r in records)
     assert got == expected
     assert all(r.key == r.value for r in records)
+    assert sum(int(b.get("skipped_too_long", 0)) for b in worker.log_lines("batch")) == 1
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
 

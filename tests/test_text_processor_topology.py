@@ -40,11 +40,18 @@ HARD_LINES = [
 ]
 
 
-def tokenize(spark, values, timestamps=None):
+RUN = 12345
+
+
+def tokenize(spark, values, timestamps=None, partition=3):
     now = datetime.datetime(2026, 11, 20, 10, 0, 0, tzinfo=datetime.timezone.utc)
-    rows = [(value, (timestamps or {}).get(i, now)) for i, value in enumerate(values)]
-    lines = spark.createDataFrame(rows, "value binary, timestamp timestamp")
-    return words(lines).collect()
+    rows = [(value, (timestamps or {}).get(i, now), partition, 1000 + i) for i, value in enumerate(values)]
+    lines = spark.createDataFrame(rows, "value binary, timestamp timestamp, partition int, offset long")
+    return words(lines, RUN).collect()
+
+
+def headers(row):
+    return {h.key: h.value.decode() for h in row.headers}
 
 
 def test_hard_text_splits_exactly_as_the_oracle(spark):
@@ -70,12 +77,28 @@ def test_each_word_carries_its_lines_event_time(spark):
     first = datetime.datetime(2026, 11, 20, 10, 0, 3, 250000, tzinfo=datetime.timezone.utc)
     late = datetime.datetime(2026, 11, 19, 23, 59, 59, 999000, tzinfo=datetime.timezone.utc)
     rows = tokenize(spark, [b"one two", b"three"], {0: first, 1: late})
-    times = {row.value.decode(): [(h.key, h.value.decode()) for h in row.headers] for row in rows}
+    times = {row.value.decode(): headers(row)["event_time"] for row in rows}
     assert times == {
-        "one": [("event_time", str(int(first.timestamp() * 1000)))],
-        "two": [("event_time", str(int(first.timestamp() * 1000)))],
-        "three": [("event_time", str(int(late.timestamp() * 1000)))],
+        "one": str(int(first.timestamp() * 1000)),
+        "two": str(int(first.timestamp() * 1000)),
+        "three": str(int(late.timestamp() * 1000)),
     }
+
+
+def test_each_word_carries_its_place_and_run(spark):
+    rows = tokenize(spark, [b"one, two", b"", b"  three"], partition=5)
+    # Index in the split line: a leading separator makes an empty first token.
+    assert {row.value.decode(): headers(row)["place"] for row in rows} == {
+        "one": f"5:1000:0:{RUN}", "two": f"5:1000:1:{RUN}", "three": f"5:1002:1:{RUN}"}
+    assert all(list(headers(row)) == ["event_time", "place"] for row in rows)
+
+
+def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped(spark):
+    longest = "é" * 1000  # 2,000 bytes: the aggregator's key limit
+    now = datetime.datetime.now(datetime.timezone.utc)
+    rows = tokenize(spark, [(longest + " ok " + longest + "x").encode(), b"from the future", b"soon"],
+                    {1: now + datetime.timedelta(days=2), 2: now + datetime.timedelta(minutes=30)})
+    assert sorted(row.value.decode() for row in rows) == sorted([longest, "ok", "soon"])
 
 
 def test_invalid_utf8_null_and_empty_values_do_not_fail_and_lose_nothing_else(spark):

@@ -2,7 +2,9 @@
 
 import io
 
-from services.aggregator.topology import copy_text, count_words
+from sqlalchemy import text
+
+from services.aggregator.topology import run_thresholds, summarize, thresholds_frame
 from shared import worker
 from shared.exactly_once import foreach_batch
 
@@ -18,23 +20,62 @@ ADD_COUNTS = """
     ON CONFLICT (window_start, word) DO UPDATE
     SET count = windowed_counts.count + EXCLUDED.count"""
 
+COUNTED_PLACES = text("""
+    SELECT partition, line_partition, line_offset, word_index FROM counted_places
+    WHERE consumer = :consumer AND topic = :topic""")
+STORE_PLACE = text("""
+    INSERT INTO counted_places (consumer, topic, partition, line_partition, line_offset, word_index)
+    VALUES (:consumer, :topic, :partition, :line_partition, :line_offset, :word_index)
+    ON CONFLICT (consumer, topic, partition, line_partition) DO UPDATE
+    SET line_offset = EXCLUDED.line_offset, word_index = EXCLUDED.word_index""")
 
-def add_counts(connection, batch, window_seconds):
-    """`batch`: the one row of copy_text."""
-    if batch.rows:
+
+def add_counts(connection, summary, window_seconds):
+    if summary.rows:
         with connection.connection.cursor() as cursor:
             cursor.execute(BATCH_TABLE)
-            cursor.copy_expert("COPY batch_counts FROM STDIN", io.StringIO(batch.lines))
+            cursor.copy_expert("COPY batch_counts FROM STDIN", io.StringIO(summary.lines))
             cursor.execute(ADD_COUNTS, {"window_seconds": window_seconds})
-    return {"rows_out": batch.rows, "counted": batch.words or 0}
 
 
 def start_query(context, source, checkpoint):
     window_seconds = context.config.window_seconds
-    write = foreach_batch(context, checkpoint,
-                          lambda batch: copy_text(count_words(batch, window_seconds)),
-                          lambda connection, rows: add_counts(connection, rows[0], window_seconds))
-    return source.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).start()
+    progress = context.progress
+    owner = {"consumer": progress.consumer, "topic": progress.topic}
+
+    def counted_places():
+        rows = progress.read(lambda connection: connection.execute(COUNTED_PLACES, owner).all())
+        return {(w, p): (offset, index) for w, p, offset, index in rows}
+
+    def summarize_batch(batch):
+        """The batch's summary and the highest places after it. (The fence
+        on offsets guarantees nobody else moved those places meanwhile: they
+        move only with the offsets, in one transaction.)"""
+        before = counted_places()
+
+        def summary(thresholds):
+            frame = thresholds_frame(batch.sparkSession, thresholds)
+            return summarize(batch, window_seconds, frame).first()
+
+        result = summary(before)
+        per_run, after, repeats = run_thresholds(before, result.runs)
+        if repeats:
+            result = summary(per_run)
+        return result, {pair: place for pair, place in after.items() if before.get(pair) != place}
+
+    def write(connection, summarized):
+        result, moved = summarized
+        add_counts(connection, result, window_seconds)
+        if moved:
+            connection.execute(STORE_PLACE, [
+                {**owner, "partition": w, "line_partition": p, "line_offset": offset, "word_index": index}
+                for (w, p), (offset, index) in moved.items()])
+        return {"rows_out": result.rows, "counted": result.counted,
+                "skipped_repeated": result.repeated, "skipped_bad_time": result.bad_time,
+                "skipped_bad_key": result.bad_key}
+
+    write_batch = foreach_batch(context, checkpoint, summarize_batch, write)
+    return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
 
 if __name__ == "__main__":

@@ -1,50 +1,145 @@
-"""words -> counts per (window, word) of one micro-batch, in Spark SQL.
+"""words -> one micro-batch's counts per (window, word), in Spark SQL.
 
 A word's event time is its line's, from the `event_time` header the text
-processor writes (epoch milliseconds); a record without one counts at its own
-Kafka timestamp. Windows are tumbling, WINDOW_SECONDS long and aligned to the
-epoch: a word belongs to the window of its event time however late it
-arrives, so there is no watermark and nothing is dropped for lateness.
+processor writes (epoch milliseconds); a record without a usable one counts
+at its own Kafka timestamp. Windows are tumbling, WINDOW_SECONDS long and
+aligned to the epoch: a word belongs to the window of its event time however
+late it arrives, so there is no watermark and nothing is dropped for lateness.
+
+Each word is counted once, end to end. The text processor's `place` header
+says where a word came from (textlines partition, line offset, index in the
+line) and which query run wrote it. A text processor that fails or is killed
+inside a micro-batch has sent part of that batch's words, and sends them
+again in its next run. Within one `words` partition, the words of one
+textlines partition arrive in increasing place in each run (see the README,
+"Exactly once, end to end"), so a word is a repeat exactly when its place is
+at or below the highest place already seen for its (words partition,
+textlines partition): counted by an earlier batch (the `thresholds` given
+here) or by an earlier run in this batch (`repeats_within_batch`).
 """
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import EVENT_TIME_HEADER, storable_key, window_start
+from shared.events import (EVENT_TIME_HEADER, PLACE_HEADER, header, plausible_millis, storable_key,
+                           window_start)
+
+COUNTED, REPEATED, BAD_TIME, BAD_KEY = "counted", "repeated", "bad_time", "bad_key"
+# What identifies a run of words in a batch, and what orders places.
+RUN = ("partition", "line_partition", "run")
+PLACE = ("line_offset", "word_index")
+THRESHOLD = ("threshold_offset", "threshold_index")
 
 
-def event_time(words: DataFrame):
-    # The text processor writes event_time as the only header: look at the
-    # first one before searching them all (`filter` is not code-generated, and
-    # took a third of the aggregation's time).
-    first = F.try_element_at("headers", F.lit(1))
-    header = F.when(first["key"] == EVENT_TIME_HEADER, first["value"]).otherwise(
-        F.try_element_at(F.filter("headers", lambda h: h["key"] == EVENT_TIME_HEADER), F.lit(1))["value"])
-    millis = header.cast("string").try_cast("long")
-    return F.coalesce(F.timestamp_millis(millis), F.col("timestamp"))
+def event_millis(words: DataFrame):
+    header_millis = header(EVENT_TIME_HEADER, 1).cast("string").try_cast("long")
+    return F.coalesce(header_millis, F.unix_millis("timestamp"))
 
 
-def count_words(words: DataFrame, window_seconds: int) -> DataFrame:
-    """Columns: window_start (epoch seconds), word, count.
+def with_place(words: DataFrame) -> DataFrame:
+    """Adds line_partition, line_offset, word_index and run from the `place`
+    header: all null for a record without a well-formed one."""
+    parts = F.split(header(PLACE_HEADER, 2).cast("string"), ":")
+    place = {"line_partition": parts[0].try_cast("int"), "line_offset": parts[1].try_cast("long"),
+             "word_index": parts[2].try_cast("int"), "run": parts[3].try_cast("long")}
+    well_formed = F.size(parts) == 4
+    for part in place.values():
+        well_formed = well_formed & part.isNotNull()
+    return words.select("*", *[F.when(well_formed, part).alias(name) for name, part in place.items()])
 
-    Null values, and words Postgres cannot keep in its key (not UTF-8, a NUL
-    character, longer than shared.events.MAX_KEY_BYTES), are left out; the
-    batch's log line shows them as rows_in minus counted."""
-    return (
-        words.select(window_start(event_time(words), window_seconds).alias("window_start"),
-                     F.col("value").cast("string").alias("word"))
-        .where(storable_key(F.col("word")))
-        .groupBy("window_start", "word")
-        .count()
+
+def classified(words: DataFrame, window_seconds: int, thresholds: DataFrame) -> DataFrame:
+    """Each record's status (COUNTED, REPEATED, BAD_TIME, BAD_KEY), window
+    and word (null unless counted), and its run and place.
+
+    `thresholds`: the highest place already counted, per (partition,
+    line_partition) or per (partition, line_partition, run); a record at or
+    below its threshold is a repeat."""
+    millis = event_millis(words)
+    records = with_place(words.select(
+        F.when(plausible_millis(millis), window_start(millis, window_seconds)).alias("window_start"),
+        F.col("value").cast("string").alias("word"), "partition", "offset", "headers"))
+    keys = [name for name in thresholds.columns if name not in THRESHOLD]
+    records = records.join(F.broadcast(thresholds), keys, "left")
+    repeated = (F.col("line_offset") < F.col("threshold_offset")) | (
+        (F.col("line_offset") == F.col("threshold_offset")) & (F.col("word_index") <= F.col("threshold_index")))
+    status = (F.when(F.col("window_start").isNull(), BAD_TIME)
+              .when(~F.coalesce(storable_key(F.col("word")), F.lit(False)), BAD_KEY)
+              .when(F.coalesce(repeated, F.lit(False)), REPEATED)
+              .otherwise(COUNTED))
+    counted = status == COUNTED
+    return records.select(status.alias("status"),
+                          F.when(counted, F.col("window_start")).alias("window_start"),
+                          F.when(counted, F.col("word")).alias("word"),
+                          "offset", *RUN, *PLACE)
+
+
+def summarize(words: DataFrame, window_seconds: int, thresholds: DataFrame) -> DataFrame:
+    """One micro-batch in one row, in one pass over its records:
+
+    * `lines`: the counts for Postgres's COPY (text format: window_start, the
+      word's UTF-8 bytes in hex so nothing needs escaping, count), made in
+      Spark so Python handles one string per batch instead of a row per word;
+    * `rows` and `counted`: how many counts and words those lines hold;
+    * `repeated`, `bad_time`, `bad_key`: the records skipped for each reason;
+    * `runs`: per (partition, line_partition, run), its first offset in the
+      batch and its lowest and highest place, to find repeats across runs
+      and the new thresholds."""
+    records = classified(words, window_seconds, thresholds)
+    place = F.struct(*PLACE)
+    groups = records.groupingSets(
+        [["status", "window_start", "word"], list(RUN)], "status", "window_start", "word", *RUN,
+    ).agg(F.count("*").alias("n"), F.min("offset").alias("first_offset"),
+          F.min(place).alias("lowest"), F.max(place).alias("highest"),
+          F.grouping("run").alias("is_count"))
+    is_count = F.col("is_count") == 1
+
+    def skipped(status):
+        return F.coalesce(F.sum(F.when(is_count & (F.col("status") == status), F.col("n"))), F.lit(0))
+
+    is_word = is_count & (F.col("status") == COUNTED)
+    line = F.concat_ws("\t", "window_start", F.hex("word"), "n")
+    run = F.struct(*RUN, "first_offset", "lowest", "highest")
+    return groups.agg(
+        F.string_agg(F.when(is_word, line), "\n").alias("lines"),
+        F.count_if(is_word).alias("rows"),
+        F.coalesce(F.sum(F.when(is_word, F.col("n"))), F.lit(0)).alias("counted"),
+        *[skipped(status).alias(status) for status in (REPEATED, BAD_TIME, BAD_KEY)],
+        F.collect_list(F.when(~is_count & F.col("run").isNotNull(), run)).alias("runs"),
     )
 
 
-def copy_text(counts: DataFrame) -> DataFrame:
-    """A batch's counts as one row: `lines` for Postgres's COPY (text format:
-    window_start, the word's UTF-8 bytes in hex so nothing needs escaping,
-    count), and how many `rows` and `words` they hold. Made in Spark, so Python
-    handles one string per batch instead of a row per word: measured 0.5 s
-    less for a batch of 100,000 counts."""
-    line = F.concat_ws("\t", "window_start", F.hex("word"), "count")
-    return counts.agg(F.string_agg(line, "\n").alias("lines"), F.count("*").alias("rows"),
-                      F.sum("count").alias("words"))
+def thresholds_frame(spark, thresholds: dict) -> DataFrame:
+    """A DataFrame of `thresholds`: {(partition, line_partition[, run]):
+    (line_offset, word_index) or None}."""
+    keyed_by_run = any(len(key) == 3 for key in thresholds)
+    schema = ("partition int, line_partition int, " + ("run long, " if keyed_by_run else "")
+              + "threshold_offset long, threshold_index int")
+    return spark.createDataFrame(
+        [(*key, *place) for key, place in thresholds.items() if place is not None], schema)
+
+
+def run_thresholds(counted_before: dict, runs) -> tuple[dict, dict, bool]:
+    """From the highest place counted before this batch ({(partition,
+    line_partition): (line_offset, word_index)}) and a summary's `runs`:
+
+    * the threshold of each run of the batch ({(partition, line_partition,
+      run): place}): the highest place before it;
+    * the highest place after the batch, per (partition, line_partition);
+    * whether a run repeats places that an earlier run of the same batch
+      sent: then the batch must be summarized again with the per-run
+      thresholds (rare: it takes a text processor that failed or stopped
+      while the aggregator was behind it).
+
+    Runs reach a partition one after another, so their first offsets order them."""
+    per_run, highest, repeats = {}, dict(counted_before), False
+    pairs_with_a_run = set()
+    for run in sorted(runs, key=lambda r: r.first_offset):
+        pair = (run.partition, run.line_partition)
+        before = highest.get(pair)
+        per_run[(*pair, run.run)] = before
+        if pair in pairs_with_a_run and tuple(run.lowest) <= before:
+            repeats = True
+        pairs_with_a_run.add(pair)
+        highest[pair] = tuple(run.highest) if before is None else max(before, tuple(run.highest))
+    return per_run, highest, repeats

@@ -23,13 +23,15 @@ def start_query(context, source, checkpoint):
 
     def write(connection, rows):
         counts = {(row.user, row.window_start): row["count"] for row in rows if row.user != NO_USER}
-        skipped = sum(row["count"] for row in rows if row.user == NO_USER)
+        skipped = [row for row in rows if row.user == NO_USER]
         alerts, pruned = record_failures(connection, counts, config) if counts else (0, 0)
-        return {"rows_out": len(rows), "failed_logins": sum(counts.values()), "skipped_no_user": skipped,
+        return {"rows_out": len(rows), "failed_logins": sum(counts.values()),
+                "skipped_no_user": sum(r["count"] for r in skipped if r.window_start is not None),
+                "skipped_bad_time": sum(r["count"] for r in skipped if r.window_start is None),
                 "alerts": alerts, "windows_pruned": pruned}
 
     write_batch = foreach_batch(context, checkpoint,
-                                lambda batch: failed_logins(batch, config.window_seconds),
+                                lambda batch: failed_logins(batch, config.window_seconds).collect(),
                                 write, after_commit=publisher.wake)
     return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 

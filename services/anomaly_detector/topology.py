@@ -8,13 +8,15 @@ and aligned to the epoch, as the aggregator's.
 
 Failed logins without a user id, or with one Postgres cannot keep as a key
 (shared.events.storable_key), are counted under the user "" so that one
-aggregation gives both the counts and how many lines were skipped.
+aggregation gives both the counts and how many lines were skipped; those
+whose timestamp is not a plausible event time (shared.events) likewise, with
+no window.
 """
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import storable_key, window_start
+from shared.events import plausible_millis, storable_key, window_start
 
 FAILED_LOGIN = "login failed"
 NO_USER = ""
@@ -27,13 +29,16 @@ def user_id(line):
 
 
 def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
-    """Columns: user (NO_USER for lines without one), window_start (epoch s), count."""
+    """Columns: user, window_start (epoch s), count. User NO_USER counts the
+    lines skipped: with no window, for a bad timestamp; else for no usable user."""
     line = F.col("value").cast("string")
     user = user_id(line)
+    millis = F.unix_millis("timestamp")
+    on_time = plausible_millis(millis)
     return (
         lines.where(line.contains(FAILED_LOGIN))
-        .select(F.when(storable_key(user), user).otherwise(NO_USER).alias("user"),
-                window_start(F.col("timestamp"), window_seconds).alias("window_start"))
+        .select(F.when(storable_key(user) & on_time, user).otherwise(NO_USER).alias("user"),
+                F.when(on_time, window_start(millis, window_seconds)).alias("window_start"))
         .groupBy("user", "window_start")
         .count()
     )

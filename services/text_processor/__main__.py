@@ -1,12 +1,18 @@
 """text_processor_worker: textlines -> words. See topology.py."""
 
+import secrets
+
 from services.text_processor.topology import words
 from shared import worker
 from shared.spark import kafka_sink
 
 
 def start_query(context, source, checkpoint):
-    return kafka_sink(words(source), context.config.kafka, "words", checkpoint)
+    # A new run id for every query run: a run's words reach each `words`
+    # partition in increasing place, and a re-sent batch always comes in a
+    # new run (a failed task fails its query: see shared.spark).
+    return kafka_sink(words(source, run=secrets.randbits(31)), context.config.kafka, "words",
+                      checkpoint)
 
 
 if __name__ == "__main__":

@@ -3,31 +3,47 @@
 A line is lower-cased and split on runs of non-word characters exactly as
 Java's Pattern.compile("\\W+", Pattern.UNICODE_CHARACTER_CLASS) splits it
 (the `(?U)` flag below); empty tokens are dropped. Each word is one Kafka
-record, key and value the word, with the event time of its line (the line's
-Kafka timestamp) in the `event_time` header, as epoch milliseconds in ASCII
-digits, so that re-processing puts every word in the same window.
+record, key and value the word, with two headers (shared.events):
+
+* `event_time`: its line's Kafka timestamp, epoch milliseconds in ASCII
+  digits, so that re-processing puts every word in the same window;
+* `place`: where it came from (textlines partition, line offset, index of the
+  word in the line) and which query run wrote it, so that the aggregator
+  counts a word once however often a failed batch was re-sent.
+
+Lines whose timestamp is not a plausible event time, and words too long to
+keep as a key (which would also make records above Kafka's 1 MB limit), are
+skipped; the batch's log line counts them (`skipped_bad_time`,
+`skipped_too_long`).
 """
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import EVENT_TIME_HEADER
+from shared.events import EVENT_TIME_HEADER, MAX_KEY_BYTES, PLACE_HEADER, plausible_millis
 
 NON_WORD_RUNS = r"(?U)\W+"
 
 
-def words(lines: DataFrame) -> DataFrame:
-    """Kafka records of `textlines` -> Kafka records for `words`
-    (columns key, value, headers, as Spark's Kafka sink takes them)."""
+def words(lines: DataFrame, run: int) -> DataFrame:
+    """Kafka records of `textlines` -> Kafka records for `words` (columns
+    key, value, headers, as Spark's Kafka sink takes them). `run` names the
+    query run that writes them."""
+    on_time = plausible_millis(F.unix_millis("timestamp"))
+    lines = lines.observe("lines", F.count_if(~on_time).alias("skipped_bad_time")).where(on_time)
     tokens = lines.select(
-        F.explode(F.split(F.lower(F.col("value").cast("string")), NON_WORD_RUNS)).alias("word"),
-        F.col("timestamp"),
-    )
+        F.posexplode(F.split(F.lower(F.col("value").cast("string")), NON_WORD_RUNS)).alias("index", "word"),
+        "partition", "offset", "timestamp",
+    ).where(F.col("word") != "")
+    fits = F.octet_length("word") <= MAX_KEY_BYTES
+    tokens = tokens.observe("words", F.count_if(~fits).alias("skipped_too_long")).where(fits)
+
     word = F.col("word").cast("binary")
     event_time = F.unix_millis("timestamp").cast("string").cast("binary")
-    return tokens.where(F.col("word") != "").select(
+    place = F.concat_ws(":", "partition", "offset", "index", F.lit(run)).cast("binary")
+    return tokens.select(
         word.alias("key"),
         word.alias("value"),
-        F.array(F.struct(F.lit(EVENT_TIME_HEADER).alias("key"), event_time.alias("value")))
-        .alias("headers"),
+        F.array(F.struct(F.lit(EVENT_TIME_HEADER).alias("key"), event_time.alias("value")),
+                F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))).alias("headers"),
     )
