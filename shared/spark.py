@@ -72,6 +72,11 @@ def session(app_name, environ=os.environ):
         .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries
         .config("spark.redaction.regex", REDACTED)
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        # A failed task fails its micro-batch, and the query restarts from the
+        # stored offsets as a new run: a task retried within a run would send
+        # a text processor's words again under the same run (see README,
+        # "Exactly once, end to end"). local[N] already never retries a task.
+        .config("spark.task.maxFailures", "1")
     )
     if master.startswith("local"):  # one JVM: a dyno's host name means nothing
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

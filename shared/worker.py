@@ -107,13 +107,12 @@ class BatchLog(StreamingQueryListener):
         observed = {name: value for row in progress.observedMetrics.values()
                     for name, value in row.asDict().items()}
         rows_out = progress.sink.numOutputRows
-        log("batch", app=self.app, batch=progress.batchId,
-            rows_in=progress.numInputRows,
-            **({"rows_out": rows_out} if rows_out >= 0 else {}),
-            duration_ms=progress.durationMs.get("triggerExecution", 0),
-            lag=lag(progress),
-            **observed,
-            **self.extra_fields.pop(progress.batchId, {}))
+        fields = {"app": self.app, "batch": progress.batchId, "rows_in": progress.numInputRows,
+                  **({"rows_out": rows_out} if rows_out >= 0 else {}),
+                  "duration_ms": progress.durationMs.get("triggerExecution", 0), "lag": lag(progress),
+                  **observed}
+        fields.update(self.extra_fields.pop(progress.batchId, {}))  # a service's own word wins
+        log("batch", **fields)
 
 
 class Stopper:
@@ -223,6 +222,6 @@ def _error_summary(error):
     """The innermost exception line: a failed query wraps the Python error of
     a foreachBatch function in pages of Spark's own text."""
     text = str(error)
-    causes = re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+    causes = re.findall(r"([\w.$]*(?:Error|Exception)): ([^\n]+)", text)
     line = "{}: {}".format(*causes[-1]) if causes else (text.strip() or type(error).__name__)
     return line.splitlines()[0][:300]

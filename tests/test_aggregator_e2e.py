@@ -5,6 +5,7 @@ happens to the worker or the database."""
 import random
 import signal
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -74,6 +75,11 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
     incompressible = "".join(random.Random(2).choices("abcdefghijklmnopqrstuvwxyz", k=3000))
     odd = [incompressible, "a\u0000b", b"\xff", b"\xfe", "tab\there", "back\\slash"]
     produce(stack, prefix + "words", odd, timestamps_ms=[(T0 + 95) * 1000] * len(odd))
+    # Event times Spark or Postgres cannot hold, or two days ahead: skipped and counted.
+    two_days_ahead_ms = int((time.time() + 2 * 86400) * 1000)
+    produce(stack, prefix + "words", ["overflow", "ancient", "future"],
+            timestamps_ms=[T0 * 1000, T0 * 1000, two_days_ahead_ms],
+            headers=[[("event_time", b"99999999999999999")], [("event_time", b"-300000000000000")], []])
     expected = expected_counts(records) + Counter(
         {(T0 + 90, "plain"): 3, (T0 + 90, "tab\there"): 1, (T0 + 90, "back\\slash"): 1})
 
@@ -84,7 +90,9 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
                == end_offsets(stack, prefix + "words"), 30, "lag visible in the consumer group")
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
-    assert any(int(b.get("counted", 0)) > 0 for b in worker.log_lines("batch"))
+    batches = worker.log_lines("batch")
+    assert sum(int(b["skipped_bad_key"]) for b in batches) == 4
+    assert sum(int(b["skipped_bad_time"]) for b in batches) == 3
 
 
 class SteadyInput:
@@ -135,6 +143,24 @@ def test_postgres_down_mid_stream_then_back_loses_and_doubles_nothing(stack, pre
     wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
     assert_exact(database_url, expected_counts(input_.records))
     assert worker.process.poll() is None, "the worker kept running through the outage"
+
+
+def test_postgres_down_while_the_worker_starts_delays_it_and_loses_nothing(
+        stack, prefix, database_url, workers):
+    if stack.postgres is None:
+        pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
+    records = word_records(2000, seed=5)
+    send(stack, prefix, records)
+    stack.postgres.stop()
+    try:
+        worker = workers.start("services.aggregator")
+        wait_until(lambda: "event=postgres_unavailable" in worker.output(), 120, "the worker waiting")
+    finally:
+        stack.postgres.start()
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
+    assert_exact(database_url, expected_counts(records))
+    assert worker.process.poll() is None
+    assert "Traceback" not in worker.output()
 
 
 def test_two_copies_at_once_still_count_each_word_once(stack, prefix, database_url, workers):

@@ -2,7 +2,8 @@
 
 import datetime
 
-from services.aggregator.topology import run_thresholds, summarize, thresholds_frame
+from services.aggregator.topology import run_thresholds, summarize
+from shared.events import PLACE_FIELDS
 
 UTC = datetime.timezone.utc
 T0 = 1_795_000_200  # an epoch second that is a multiple of 10 and 60
@@ -11,22 +12,28 @@ SCHEMA = ("value binary, timestamp timestamp, headers array<struct<key:string,va
 
 
 def record(word, timestamp_s, event_time=None, header_value=None, place=None, partition=0):
-    """A record on `words`: `place` is (line partition, line offset, word index, run)."""
+    """A record on `words`: `place` is (line partition, line offset, word
+    index, run), or the header's raw bytes."""
     headers = []
     if event_time is not None:
         headers = [("event_time", str(int(event_time * 1000)).encode())]
     if header_value is not None:
         headers = [("other", b"x"), ("event_time", header_value)]
     if place is not None:
-        headers.append(("place", ":".join(map(str, place)).encode()))
+        headers.append(("place", place if isinstance(place, bytes) else encoded_place(*place)))
     value = word.encode() if isinstance(word, str) else word
     return [value, datetime.datetime.fromtimestamp(timestamp_s, UTC), headers, partition]
+
+
+def encoded_place(*fields):
+    """As the text processor writes it: each field zero-padded to its width."""
+    return "".join(str(value).zfill(digits) for value, (_, digits, _) in zip(fields, PLACE_FIELDS)).encode()
 
 
 def summary(spark, records, window_seconds=10, thresholds=None):
     """A batch's summary, the records' offsets in the order given."""
     frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
-    return summarize(frame, window_seconds, thresholds_frame(spark, thresholds or {})).first()
+    return summarize(frame, window_seconds, thresholds or {}).first()
 
 
 def parsed(lines):
@@ -136,6 +143,9 @@ def test_a_new_run_that_resends_nothing_needs_no_second_pass(spark):
 
 
 def test_a_malformed_place_is_no_place(spark):
-    got = counts(spark, [record("a", T0, place=("x", 1, 0, 1)), record("a", T0, place=(0, 1, 0)),
-                         record("a", T0, place=(0, 1, 0, 1))])
-    assert got == {(T0, "a"): 3}
+    well_formed = encoded_place(0, 1, 0, 1)
+    got, result, after = counted_once(spark, [
+        record("a", T0, place=well_formed.replace(b"1", b"x", 1)), record("a", T0, place=well_formed[:-1]),
+        record("a", T0, place=well_formed + b"0"), record("a", T0, place=b"")], before={(0, 0): (9, 0)})
+    assert got == {(T0, "a"): 4}
+    assert after == {(0, 0): (9, 0)}

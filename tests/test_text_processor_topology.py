@@ -89,7 +89,8 @@ def test_each_word_carries_its_place_and_run(spark):
     rows = tokenize(spark, [b"one, two", b"", b"  three"], partition=5)
     # Index in the split line: a leading separator makes an empty first token.
     assert {row.value.decode(): headers(row)["place"] for row in rows} == {
-        "one": f"5:1000:0:{RUN}", "two": f"5:1000:1:{RUN}", "three": f"5:1002:1:{RUN}"}
+        "one": f"00005{1000:019}{0:010}{RUN:010}", "two": f"00005{1000:019}{1:010}{RUN:010}",
+        "three": f"00005{1002:019}{1:010}{RUN:010}"}
     assert all(list(headers(row)) == ["event_time", "place"] for row in rows)
 
 

@@ -6,6 +6,7 @@ import signal
 from collections import Counter
 
 import pytest
+from kafka import TopicPartition
 
 from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
 from tests.processes import MODES, wait_until
@@ -95,6 +96,25 @@ def test_copies_split_the_partitions_and_hand_them_over_without_repeating_a_reco
     assert rows_in(first) + rows_in(second) == 1000
     words = read_all(stack, prefix + "words", 1000)
     assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 1000))
+    second.signal(signal.SIGTERM)
+    assert second.wait(SIGTERM_GRACE) == 0
+
+
+def test_records_retention_removed_before_they_were_read_are_logged_as_lost(stack, prefix, workers):
+    produce_to_both_partitions(stack, prefix, 0, 400)
+    first = workers.start("tests.echo_worker")
+    wait_until(lambda: progress_saved(stack, prefix), 120, "the first lines processed")
+    first.signal(signal.SIGTERM)
+    assert first.wait(SIGTERM_GRACE) == 0
+
+    # While no copy runs, retention removes 50 unread records of partition 0.
+    produce_to_both_partitions(stack, prefix, 400, 800)
+    with stack.broker.admin() as admin:
+        admin.delete_records({TopicPartition(prefix + "textlines", 0): 250})
+    second = workers.start("tests.echo_worker")
+    wait_until(lambda: progress_saved(stack, prefix), 120, "the remaining lines processed")
+    assert rows_in(second) == 350
+    assert [(lost["partition"], lost["records"]) for lost in second.log_lines("data_lost")] == [("0", "50")]
     second.signal(signal.SIGTERM)
     assert second.wait(SIGTERM_GRACE) == 0
 

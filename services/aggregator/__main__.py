@@ -4,7 +4,7 @@ import io
 
 from sqlalchemy import text
 
-from services.aggregator.topology import run_thresholds, summarize, thresholds_frame
+from services.aggregator.topology import run_thresholds, summarize
 from shared import worker
 from shared.exactly_once import foreach_batch
 
@@ -54,8 +54,7 @@ def start_query(context, source, checkpoint):
         before = counted_places()
 
         def summary(thresholds):
-            frame = thresholds_frame(batch.sparkSession, thresholds)
-            return summarize(batch, window_seconds, frame).first()
+            return summarize(batch, window_seconds, thresholds).first()
 
         result = summary(before)
         per_run, after, repeats = run_thresholds(before, result.runs)
@@ -70,7 +69,9 @@ def start_query(context, source, checkpoint):
             connection.execute(STORE_PLACE, [
                 {**owner, "partition": w, "line_partition": p, "line_offset": offset, "word_index": index}
                 for (w, p), (offset, index) in moved.items()])
-        return {"rows_out": result.rows, "counted": result.counted,
+        # rows_in: Spark counts the records of a batch summarized twice twice.
+        skipped = result.repeated + result.bad_time + result.bad_key
+        return {"rows_in": result.counted + skipped, "rows_out": result.rows, "counted": result.counted,
                 "skipped_repeated": result.repeated, "skipped_bad_time": result.bad_time,
                 "skipped_bad_key": result.bad_key}
 

@@ -15,20 +15,21 @@ textlines partition arrive in increasing place in each run (see the README,
 "Exactly once, end to end"), so a word is a repeat exactly when its place is
 at or below the highest place already seen for its (words partition,
 textlines partition): counted by an earlier batch (the `thresholds` given
-here) or by an earlier run in this batch (`repeats_within_batch`).
+here) or by an earlier run in this batch (`run_thresholds`).
 """
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import (EVENT_TIME_HEADER, PLACE_HEADER, header, plausible_millis, storable_key,
-                           window_start)
+from shared.events import (EVENT_TIME_HEADER, PLACE_HEADER, header, place_fields, plausible_millis,
+                           storable_key, window_start)
 
-COUNTED, REPEATED, BAD_TIME, BAD_KEY = "counted", "repeated", "bad_time", "bad_key"
+# A record's status: small numbers group faster than names.
+COUNTED, REPEATED, BAD_TIME, BAD_KEY = 0, 1, 2, 3
+SKIPPED = {REPEATED: "repeated", BAD_TIME: "bad_time", BAD_KEY: "bad_key"}
 # What identifies a run of words in a batch, and what orders places.
 RUN = ("partition", "line_partition", "run")
 PLACE = ("line_offset", "word_index")
-THRESHOLD = ("threshold_offset", "threshold_index")
 
 
 def event_millis(words: DataFrame):
@@ -39,33 +40,24 @@ def event_millis(words: DataFrame):
 def with_place(words: DataFrame) -> DataFrame:
     """Adds line_partition, line_offset, word_index and run from the `place`
     header: all null for a record without a well-formed one."""
-    parts = F.split(header(PLACE_HEADER, 2).cast("string"), ":")
-    place = {"line_partition": parts[0].try_cast("int"), "line_offset": parts[1].try_cast("long"),
-             "word_index": parts[2].try_cast("int"), "run": parts[3].try_cast("long")}
-    well_formed = F.size(parts) == 4
-    for part in place.values():
-        well_formed = well_formed & part.isNotNull()
-    return words.select("*", *[F.when(well_formed, part).alias(name) for name, part in place.items()])
+    fields = place_fields(header(PLACE_HEADER, 2))
+    return words.select("*", *[field.alias(name) for name, field in fields.items()])
 
 
-def classified(words: DataFrame, window_seconds: int, thresholds: DataFrame) -> DataFrame:
+def classified(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
     """Each record's status (COUNTED, REPEATED, BAD_TIME, BAD_KEY), window
     and word (null unless counted), and its run and place.
 
-    `thresholds`: the highest place already counted, per (partition,
-    line_partition) or per (partition, line_partition, run); a record at or
-    below its threshold is a repeat."""
+    `thresholds`: the highest place already counted ((line_offset,
+    word_index)), per (partition, line_partition) or per (partition,
+    line_partition, run); a record at or below its threshold is a repeat."""
     millis = event_millis(words)
     records = with_place(words.select(
         F.when(plausible_millis(millis), window_start(millis, window_seconds)).alias("window_start"),
         F.col("value").cast("string").alias("word"), "partition", "offset", "headers"))
-    keys = [name for name in thresholds.columns if name not in THRESHOLD]
-    records = records.join(F.broadcast(thresholds), keys, "left")
-    repeated = (F.col("line_offset") < F.col("threshold_offset")) | (
-        (F.col("line_offset") == F.col("threshold_offset")) & (F.col("word_index") <= F.col("threshold_index")))
     status = (F.when(F.col("window_start").isNull(), BAD_TIME)
               .when(~F.coalesce(storable_key(F.col("word")), F.lit(False)), BAD_KEY)
-              .when(F.coalesce(repeated, F.lit(False)), REPEATED)
+              .when(repeated(thresholds), REPEATED)
               .otherwise(COUNTED))
     counted = status == COUNTED
     return records.select(status.alias("status"),
@@ -74,7 +66,25 @@ def classified(words: DataFrame, window_seconds: int, thresholds: DataFrame) -> 
                           "offset", *RUN, *PLACE)
 
 
-def summarize(words: DataFrame, window_seconds: int, thresholds: DataFrame) -> DataFrame:
+def repeated(thresholds: dict):
+    """Whether a record's place is at or below its threshold: one CASE branch
+    per threshold (at most words x textlines partitions, a few more with
+    runs); a broadcast join measured 20 % slower."""
+    expression = None
+    for key, place in thresholds.items():
+        if place is None:
+            continue
+        offset, index = place
+        same = F.lit(True)
+        for name, value in zip(RUN, key):
+            same = same & (F.col(name) == value)
+        at_or_below = (F.col("line_offset") < offset) | (
+            (F.col("line_offset") == offset) & (F.col("word_index") <= index))
+        expression = F.when(same, at_or_below) if expression is None else expression.when(same, at_or_below)
+    return F.lit(False) if expression is None else F.coalesce(expression.otherwise(False), F.lit(False))
+
+
+def summarize(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
     """One micro-batch in one row, in one pass over its records:
 
     * `lines`: the counts for Postgres's COPY (text format: window_start, the
@@ -86,11 +96,15 @@ def summarize(words: DataFrame, window_seconds: int, thresholds: DataFrame) -> D
       batch and its lowest and highest place, to find repeats across runs
       and the new thresholds."""
     records = classified(words, window_seconds, thresholds)
-    place = F.struct(*PLACE)
+    # Both groupings in one aggregation over the records. A run's places grow
+    # with the offsets, so its lowest and highest places are those of its
+    # first and last records (a struct's min or max would not be
+    # hash-aggregated, and took four fifths of a batch's time).
     groups = records.groupingSets(
         [["status", "window_start", "word"], list(RUN)], "status", "window_start", "word", *RUN,
     ).agg(F.count("*").alias("n"), F.min("offset").alias("first_offset"),
-          F.min(place).alias("lowest"), F.max(place).alias("highest"),
+          *[F.min_by(name, "offset").alias(f"lowest_{name}") for name in PLACE],
+          *[F.max_by(name, "offset").alias(f"highest_{name}") for name in PLACE],
           F.grouping("run").alias("is_count"))
     is_count = F.col("is_count") == 1
 
@@ -99,24 +113,16 @@ def summarize(words: DataFrame, window_seconds: int, thresholds: DataFrame) -> D
 
     is_word = is_count & (F.col("status") == COUNTED)
     line = F.concat_ws("\t", "window_start", F.hex("word"), "n")
-    run = F.struct(*RUN, "first_offset", "lowest", "highest")
+    run = F.struct(*RUN, "first_offset",
+                   F.struct(*[F.col(f"lowest_{name}").alias(name) for name in PLACE]).alias("lowest"),
+                   F.struct(*[F.col(f"highest_{name}").alias(name) for name in PLACE]).alias("highest"))
     return groups.agg(
         F.string_agg(F.when(is_word, line), "\n").alias("lines"),
         F.count_if(is_word).alias("rows"),
         F.coalesce(F.sum(F.when(is_word, F.col("n"))), F.lit(0)).alias("counted"),
-        *[skipped(status).alias(status) for status in (REPEATED, BAD_TIME, BAD_KEY)],
+        *[skipped(status).alias(name) for status, name in SKIPPED.items()],
         F.collect_list(F.when(~is_count & F.col("run").isNotNull(), run)).alias("runs"),
     )
-
-
-def thresholds_frame(spark, thresholds: dict) -> DataFrame:
-    """A DataFrame of `thresholds`: {(partition, line_partition[, run]):
-    (line_offset, word_index) or None}."""
-    keyed_by_run = any(len(key) == 3 for key in thresholds)
-    schema = ("partition int, line_partition int, " + ("run long, " if keyed_by_run else "")
-              + "threshold_offset long, threshold_index int")
-    return spark.createDataFrame(
-        [(*key, *place) for key, place in thresholds.items() if place is not None], schema)
 
 
 def run_thresholds(counted_before: dict, runs) -> tuple[dict, dict, bool]:

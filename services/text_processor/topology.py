@@ -20,7 +20,7 @@ skipped; the batch's log line counts them (`skipped_bad_time`,
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import EVENT_TIME_HEADER, MAX_KEY_BYTES, PLACE_HEADER, plausible_millis
+from shared.events import EVENT_TIME_HEADER, MAX_KEY_BYTES, PLACE_HEADER, place_value, plausible_millis
 
 NON_WORD_RUNS = r"(?U)\W+"
 
@@ -40,7 +40,7 @@ def words(lines: DataFrame, run: int) -> DataFrame:
 
     word = F.col("word").cast("binary")
     event_time = F.unix_millis("timestamp").cast("string").cast("binary")
-    place = F.concat_ws(":", "partition", "offset", "index", F.lit(run)).cast("binary")
+    place = place_value(F.col("partition"), F.col("offset"), F.col("index"), F.lit(run))
     return tokens.select(
         word.alias("key"),
         word.alias("value"),

@@ -1,0 +1,161 @@
+"""textlines -> text processor -> words -> aggregator -> windowed_counts, with
+the real workers on the real broker and Postgres: every line's words counted
+once in Postgres, whatever happens to the text processor or the broker."""
+
+import random
+import signal
+from collections import Counter
+
+import pytest
+from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, \
+    ResourcePattern, ResourcePatternFilter, ResourceType
+
+from shared.local_stack import CLIENT_PRINCIPAL
+from tests.kafka_io import committed_offsets, end_offsets, produce
+from tests.postgres import query, windowed_counts
+from tests.processes import wait_until
+
+T0_MS = 1_795_000_200_000  # the start of a window
+VOCABULARY = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "東京", "café"]
+# Lines a text processor batch holds: large enough that writing one takes
+# seconds, so a fault lands inside it.
+BATCH_LINES = 20_000
+
+
+def make_lines(count, seed=1):
+    """(line, timestamp ms): 3 to 8 words, over a minute of event time."""
+    rng = random.Random(seed)
+    return [(" ".join(rng.choices(VOCABULARY, k=rng.randint(3, 8))), T0_MS + rng.randrange(60_000))
+            for _ in range(count)]
+
+
+def expected_counts(lines):
+    return Counter(((ms // 1000) // 10 * 10, word) for line, ms in lines for word in line.split())
+
+
+def send(stack, prefix, lines):
+    produce(stack, prefix + "textlines", [line for line, _ in lines], [ms for _, ms in lines])
+
+
+def committed_lines(stack, prefix):
+    return committed_offsets(stack, prefix + "text-processor-app", prefix + "textlines")
+
+
+def words_written(stack, prefix):
+    return sum(end_offsets(stack, prefix + "words").values())
+
+
+def words_counted(database_url, prefix):
+    try:
+        rows = query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets"
+                                   " WHERE consumer = :c", c=prefix + "aggregator-app")
+    except Exception:  # noqa: BLE001 - the table may not exist yet, or Postgres is down
+        return -1
+    return rows[0][0]
+
+
+def wait_for_exact_counts(stack, prefix, database_url, workers, lines, timeout=300):
+    """Once every line is processed and every word stored, the table holds
+    exactly the expected counts; returns the aggregator's batch lines."""
+    topic = prefix + "textlines"
+    wait_until(lambda: committed_lines(stack, prefix) == end_offsets(stack, topic), timeout,
+               "every line processed")
+    aggregator = workers.start("services.aggregator")
+    wait_until(lambda: words_counted(database_url, prefix) == words_written(stack, prefix), timeout,
+               "every word stored")
+    counts, _ = windowed_counts(database_url)
+    assert counts == dict(expected_counts(lines))
+    wait_until(lambda: sum(int(b["rows_in"]) for b in aggregator.log_lines("batch"))
+               == words_written(stack, prefix), 30, "the aggregator's last log line")
+    return aggregator.log_lines("batch")
+
+
+def wait_inside_a_batch(stack, prefix):
+    """Returns once the text processor has committed a batch and written part
+    of the next one (words on the topic past what was there at the commit)."""
+    wait_until(lambda: sum(committed_lines(stack, prefix).values()) > 0, 120, "a first batch committed")
+    at_commit = words_written(stack, prefix)
+    wait_until(lambda: words_written(stack, prefix) > at_commit + 1000, 60, "the next batch writing")
+
+
+def assert_repeats_were_dropped(batches):
+    assert sum(int(b["skipped_repeated"]) for b in batches) > 0, "nothing was sent twice"
+
+
+def test_text_processor_killed_inside_a_batch_counts_every_word_once(stack, prefix, database_url, workers):
+    lines = make_lines(3 * BATCH_LINES)
+    send(stack, prefix, lines)
+    batches = {"MAX_OFFSETS_PER_TRIGGER": str(BATCH_LINES)}
+    first = workers.start("services.text_processor", **batches)
+    wait_inside_a_batch(stack, prefix)
+    first.signal(signal.SIGKILL)
+    first.wait(30)
+    # Provably inside a batch: words written, their lines not committed.
+    committed = sum(committed_lines(stack, prefix).values())
+    processed_words = sum(len(line.split()) for line, _ in lines)
+    assert 0 < committed < len(lines)
+    assert words_written(stack, prefix) < processed_words
+
+    workers.start("services.text_processor", **batches)  # a fresh checkpoint, as on a new dyno
+    batch_lines = wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    assert words_written(stack, prefix) > processed_words, "the restart re-sent nothing"
+    assert_repeats_were_dropped(batch_lines)
+
+
+def acl_write(prefix):
+    return ACL(CLIENT_PRINCIPAL, "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+               ResourcePattern(ResourceType.TOPIC, prefix, ACLResourcePatternType.PREFIXED))
+
+
+@pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+def test_a_batch_that_fails_after_writing_part_of_its_words_counts_every_word_once(
+        stack, prefix, database_url, workers):
+    lines = make_lines(3 * BATCH_LINES, seed=2)
+    send(stack, prefix, lines)
+    worker = workers.start("services.text_processor", MAX_OFFSETS_PER_TRIGGER=str(BATCH_LINES))
+    wait_inside_a_batch(stack, prefix)
+    with stack.broker.admin() as admin:  # the broker now refuses the rest of the batch
+        admin.delete_acls([ACLFilter(CLIENT_PRINCIPAL, "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                                     ResourcePatternFilter(ResourceType.TOPIC, prefix,
+                                                           ACLResourcePatternType.PREFIXED))])
+    try:
+        wait_until(lambda: "event=query_failed" in worker.output(), 120, "the batch failing")
+    finally:
+        with stack.broker.admin() as admin:
+            admin.create_acls([acl_write(prefix)])
+    assert sum(committed_lines(stack, prefix).values()) < len(lines)
+    batch_lines = wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    assert_repeats_were_dropped(batch_lines)
+    assert "Traceback" not in worker.output()
+
+
+def test_broker_killed_while_the_workers_start_delays_them_and_loses_nothing(
+        stack, prefix, database_url, workers):
+    lines = make_lines(2000, seed=3)
+    send(stack, prefix, lines)
+    stack.broker.kill()
+    try:
+        text_processor = workers.start("services.text_processor")
+        wait_until(lambda: "event=kafka_unavailable" in text_processor.output(), 120,
+                   "the text processor waiting for the broker")
+    finally:
+        stack.broker.start()
+    wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    assert text_processor.process.poll() is None
+    assert "Traceback" not in text_processor.output()
+
+
+def test_broker_killed_mid_stream_delays_the_workers_and_loses_nothing(stack, prefix, database_url, workers):
+    lines = make_lines(3 * BATCH_LINES, seed=4)
+    send(stack, prefix, lines)
+    text_processor = workers.start("services.text_processor", MAX_OFFSETS_PER_TRIGGER=str(BATCH_LINES))
+    wait_inside_a_batch(stack, prefix)
+    stack.broker.kill()
+    try:
+        wait_until(lambda: "event=kafka_unavailable" in text_processor.output()
+                   or "event=query_failed" in text_processor.output(), 180, "the worker noticing")
+    finally:
+        stack.broker.start()
+    wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    assert text_processor.process.poll() is None
+    assert "Traceback" not in text_processor.output()
