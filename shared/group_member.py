@@ -85,14 +85,15 @@ class GroupMember(ConsumerRebalanceListener):
         """Log `event=data_lost` for the records of `ranges` ({partition:
         (first, next offset)} a batch covered but did not read all of) that
         retention removed before they were read."""
-        consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs())
         try:
-            earliest = consumer.beginning_offsets([TopicPartition(self.topic, p) for p in ranges])
-        except KafkaError as error:
+            consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs())
+            try:
+                earliest = consumer.beginning_offsets([TopicPartition(self.topic, p) for p in ranges])
+            finally:
+                consumer.close()
+        except KafkaError as error:  # the broker went away meanwhile: say so, once
             log("data_lost_unknown", topic=self.topic, error=type(error).__name__)
             return
-        finally:
-            consumer.close()
         for tp, offset in sorted(earliest.items()):
             first, end = ranges[tp.partition]
             if offset > first:
