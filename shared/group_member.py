@@ -30,6 +30,9 @@ SESSION_TIMEOUT_MS = 30_000
 # The last commit and leaving the group, each bounded: a copy must be gone 30 s
 # after SIGTERM, and up to 20 s of those may go to the running batch.
 STOP_STEP_TIMEOUT_MS = 4_000
+# Spark keeps timestamps as microseconds in a long: a Kafka timestamp past
+# this many milliseconds overflows, and fails Spark's Kafka source itself.
+SPARK_MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
 
 
 class GroupMember(ConsumerRebalanceListener):
@@ -98,6 +101,44 @@ class GroupMember(ConsumerRebalanceListener):
             first, end = ranges[tp.partition]
             if offset > first:
                 log("data_lost", topic=self.topic, partition=tp.partition, records=min(offset, end) - first)
+
+    def first_unreadable(self, starting, limit):
+        """{partition: (first offset, offset of its first record whose
+        timestamp Spark cannot convert)} among the next `limit` records of
+        each partition from `starting` ({partition: offset, or -2/-1})."""
+        consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs(), enable_auto_commit=False,
+                                 max_poll_records=5000)
+        try:
+            partitions = [TopicPartition(self.topic, p) for p in starting]
+            consumer.assign(partitions)
+            for tp in partitions:
+                if starting[tp.partition] >= 0:
+                    consumer.seek(tp, starting[tp.partition])
+                elif starting[tp.partition] == -1:
+                    consumer.seek_to_end(tp)
+                else:
+                    consumer.seek_to_beginning(tp)
+            first = {tp.partition: consumer.position(tp) for tp in partitions}
+            ends = {tp.partition: min(end, first[tp.partition] + limit)
+                    for tp, end in consumer.end_offsets(partitions).items()}
+            found, reading = {}, {p for p in first if first[p] < ends[p]}
+            while reading:
+                for tp, records in consumer.poll(timeout_ms=1000).items():
+                    for record in records:
+                        if tp.partition not in reading:
+                            break
+                        if not 0 <= record.timestamp <= SPARK_MAX_TIMESTAMP_MS:
+                            found[tp.partition] = (first[tp.partition], record.offset)
+                        if tp.partition in found or record.offset + 1 >= ends[tp.partition]:
+                            reading.discard(tp.partition)
+                            consumer.pause(tp)
+            return found
+        finally:
+            consumer.close()
+
+    def commit_now(self, offsets):
+        """Commit {partition: next offset} and wait for the broker's answer."""
+        self._outage.retry(lambda: self._consumer.commit(self._offsets(offsets)))
 
     def commit(self, progress):
         """Commit in the background where a micro-batch ended."""

@@ -24,6 +24,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
+from kafka.errors import KafkaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -196,10 +197,47 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
             if stop_requested.is_set():
                 member.commit_last(query)
             continue  # stopping, or the group gave this copy other partitions
+        summary = _error_summary(error)
+        if "ArithmeticException" in summary and skip_unreadable_records(
+                spark, context, member, topic, start_query, batch_records, read_headers):
+            continue
         failures = failures + 1 if query.lastProgress is None else 1  # reset by a batch done
         backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures)
-        log("query_failed", app=app, error=_error_summary(error), retry_in_s=backoff)
+        log("query_failed", app=app, error=summary, retry_in_s=backoff)
         member.wait(backoff, stop_requested)
+
+
+def skip_unreadable_records(spark, context, member, topic, start_query, batch_records, read_headers):
+    """A record whose Kafka timestamp Spark cannot convert fails Spark's
+    Kafka source on every retry (Spark allows no consumer interceptor to mend
+    it). Finds the first such record of each partition within the next batch,
+    runs the query over the records before it alone, then stores the offsets
+    past it. Returns whether there was one."""
+    app = context.batch_log.app
+    try:
+        unreadable = member.first_unreadable(context.starting_offsets, batch_records)
+    except KafkaError:  # the broker went away: the main loop retries with backoff
+        return False
+    for partition, (first, offset) in sorted(unreadable.items()):
+        if offset > first:  # one micro-batch of exactly the records before it
+            before = {partition: first}
+            context.starting_offsets = context.batch_log.starting_offsets = before
+            source = spark_module.kafka_stream(spark, context.config.kafka, topic, app, before,
+                                               offset - first, read_headers, environ={})
+            with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
+                query = member.start(lambda: start_query(context, source, checkpoint))
+                while query.isActive and query.lastProgress is None:
+                    member.poll(0.1)
+                if not query.isActive:
+                    return False  # failed: the main loop retries with backoff
+                stop_gracefully(query)
+        if context.progress:
+            context.progress.commit({partition: (offset, offset + 1)}, lambda connection: {})
+        else:
+            member.commit_now({partition: offset + 1})
+        log("skipped_record", topic=member.topic, partition=partition, offset=offset,
+            reason="timestamp_beyond_spark")
+    return bool(unreadable)
 
 
 def supervise(query, stop_requested, member):

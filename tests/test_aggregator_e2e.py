@@ -80,6 +80,8 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
     produce(stack, prefix + "words", ["overflow", "ancient", "future"],
             timestamps_ms=[T0 * 1000, T0 * 1000, two_days_ahead_ms],
             headers=[[("event_time", b"99999999999999999")], [("event_time", b"-300000000000000")], []])
+    # A record timestamp Spark cannot even read: skipped by offset.
+    produce(stack, prefix + "words", ["beyond"], timestamps_ms=[2**62], partition=0)
     expected = expected_counts(records) + Counter(
         {(T0 + 90, "plain"): 3, (T0 + 90, "tab\there"): 1, (T0 + 90, "back\\slash"): 1})
 
@@ -93,6 +95,7 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
     batches = worker.log_lines("batch")
     assert sum(int(b["skipped_bad_key"]) for b in batches) == 4
     assert sum(int(b["skipped_bad_time"]) for b in batches) == 3
+    assert len(worker.log_lines("skipped_record")) == 1
 
 
 class SteadyInput:
