@@ -83,17 +83,18 @@ def test_copies_split_the_partitions_and_hand_them_over_without_repeating_a_reco
     wait_until(lambda: {assigned(first), assigned(second)} == {"0", "1"}, 120,
                "the partitions split between the copies")
     produce_to_both_partitions(stack, prefix, 400, 800)
-    wait_until(lambda: progress_saved(stack, prefix), 120, "the next lines processed")
+    # The batch's line follows its commit: wait for the lines, then check the offsets.
+    wait_until(lambda: rows_in(first) + rows_in(second) == 800, 120, "the next lines processed")
     assert rows_in(second) > 0
-    assert rows_in(first) + rows_in(second) == 800
+    wait_until(lambda: progress_saved(stack, prefix), 30, "the offsets committed")
 
     # The first stops: the second takes both partitions, from where the first ended.
     first.signal(signal.SIGTERM)
     assert first.wait(SIGTERM_GRACE) == 0
     wait_until(lambda: assigned(second) == "0,1", 120, "the second copy owning both partitions")
     produce_to_both_partitions(stack, prefix, 800, 1000)
-    wait_until(lambda: progress_saved(stack, prefix), 120, "the last lines processed")
-    assert rows_in(first) + rows_in(second) == 1000
+    wait_until(lambda: rows_in(first) + rows_in(second) == 1000, 120, "the last lines processed")
+    wait_until(lambda: progress_saved(stack, prefix), 30, "the offsets committed")
     words = read_all(stack, prefix + "words", 1000)
     assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 1000))
     second.signal(signal.SIGTERM)
@@ -112,8 +113,8 @@ def test_records_retention_removed_before_they_were_read_are_logged_as_lost(stac
     with stack.broker.admin() as admin:
         admin.delete_records({TopicPartition(prefix + "textlines", 0): 250})
     second = workers.start("tests.echo_worker")
-    wait_until(lambda: progress_saved(stack, prefix), 120, "the remaining lines processed")
-    assert rows_in(second) == 350
+    wait_until(lambda: rows_in(second) == 350, 120, "the remaining lines processed")
+    wait_until(lambda: progress_saved(stack, prefix), 30, "the offsets committed")
     assert [(lost["partition"], lost["records"]) for lost in second.log_lines("data_lost")] == [("0", "50")]
     second.signal(signal.SIGTERM)
     assert second.wait(SIGTERM_GRACE) == 0
