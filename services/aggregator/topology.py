@@ -18,11 +18,13 @@ textlines partition): counted by an earlier batch (the `thresholds` given
 here) or by an earlier run in this batch (`run_thresholds`).
 """
 
-from pyspark.sql import DataFrame
+import functools
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import (EVENT_TIME_HEADER, PLACE_HEADER, header, place_fields, plausible_millis,
-                           storable_key, window_start)
+from shared.events import (EVENT_TIME_HEADER, PLACE_FIELDS, PLACE_HEADER, header, place_fields,
+                           plausible_millis, storable_key, window_start)
 
 # A record's status: small numbers group faster than names.
 COUNTED, REPEATED, BAD_TIME, BAD_KEY = 0, 1, 2, 3
@@ -32,16 +34,43 @@ RUN = ("partition", "line_partition", "run")
 PLACE = ("line_offset", "word_index")
 
 
-def event_millis(words: DataFrame):
+# A micro-batch's plan is built anew for each batch, and each Column made
+# in Python is a call into the JVM (about 0.3 ms): the columns that do not
+# depend on the batch are made once (functools.cache), the thresholds are one
+# SQL expression. Built call by call, the plan took 0.5 s per batch.
+
+
+@functools.cache
+def _record_columns(window_seconds: int) -> list[Column]:
+    """A record's window (null unless its event time is plausible), word,
+    partition, offset and place fields (each null if it is not digits)."""
     header_millis = header(EVENT_TIME_HEADER, 1).cast("string").try_cast("long")
-    return F.coalesce(header_millis, F.unix_millis("timestamp"))
-
-
-def with_place(words: DataFrame) -> DataFrame:
-    """Adds line_partition, line_offset, word_index and run from the `place`
-    header: all null for a record without a well-formed one."""
+    millis = F.coalesce(header_millis, F.unix_millis("timestamp"))
     fields = place_fields(header(PLACE_HEADER, 2))
-    return words.select("*", *[field.alias(name) for name, field in fields.items()])
+    return [F.when(plausible_millis(millis), window_start(millis, window_seconds)).alias("window_start"),
+            F.col("value").cast("string").alias("word"), "partition", "offset",
+            *[field.alias(name) for name, field in fields.items()]]
+
+
+@functools.cache
+def _place_columns() -> list[Column]:
+    """The place fields, all null unless all are well formed."""
+    well_formed = F.lit(True)
+    for name, _, _ in PLACE_FIELDS:
+        well_formed = well_formed & F.col(name).isNotNull()
+    return [F.when(well_formed, F.col(name)).alias(name) for name, _, _ in PLACE_FIELDS]
+
+
+@functools.cache
+def _unless_counted() -> list[Column]:
+    counted = F.col("status") == COUNTED
+    return ["status", F.when(counted, F.col("window_start")).alias("window_start"),
+            F.when(counted, F.col("word")).alias("word"), "offset", *RUN, *PLACE]
+
+
+@functools.cache
+def _storable_word() -> Column:
+    return F.coalesce(storable_key(F.col("word")), F.lit(False))
 
 
 def classified(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
@@ -51,37 +80,48 @@ def classified(words: DataFrame, window_seconds: int, thresholds: dict) -> DataF
     `thresholds`: the highest place already counted ((line_offset,
     word_index)), per (partition, line_partition) or per (partition,
     line_partition, run); a record at or below its threshold is a repeat."""
-    millis = event_millis(words)
-    records = with_place(words.select(
-        F.when(plausible_millis(millis), window_start(millis, window_seconds)).alias("window_start"),
-        F.col("value").cast("string").alias("word"), "partition", "offset", "headers"))
+    records = words.select(*_record_columns(window_seconds)).select(
+        "window_start", "word", "partition", "offset", *_place_columns())
     status = (F.when(F.col("window_start").isNull(), BAD_TIME)
-              .when(~F.coalesce(storable_key(F.col("word")), F.lit(False)), BAD_KEY)
-              .when(repeated(thresholds), REPEATED)
+              .when(~_storable_word(), BAD_KEY)
+              .when(_at_or_below_threshold(), REPEATED)
               .otherwise(COUNTED))
-    counted = status == COUNTED
-    return records.select(status.alias("status"),
-                          F.when(counted, F.col("window_start")).alias("window_start"),
-                          F.when(counted, F.col("word")).alias("word"),
-                          "offset", *RUN, *PLACE)
+    return (records.select("*", threshold(thresholds).alias("threshold"))
+            .select(status.alias("status"), "window_start", "word", "offset", *RUN, *PLACE)
+            .select(*_unless_counted()))
 
 
-def repeated(thresholds: dict):
-    """Whether a record's place is at or below its threshold: one CASE branch
-    per threshold (at most words x textlines partitions, a few more with
-    runs); a broadcast join measured 20 % slower."""
-    expression = None
-    for key, place in thresholds.items():
-        if place is None:
-            continue
-        offset, index = place
-        same = F.lit(True)
-        for name, value in zip(RUN, key):
-            same = same & (F.col(name) == value)
-        at_or_below = (F.col("line_offset") < offset) | (
-            (F.col("line_offset") == offset) & (F.col("word_index") <= index))
-        expression = F.when(same, at_or_below) if expression is None else expression.when(same, at_or_below)
-    return F.lit(False) if expression is None else F.coalesce(expression.otherwise(False), F.lit(False))
+# A threshold's key packs (partition, line_partition[, run]) into one number:
+# run < 2^31 (the text processor draws 31 bits), line_partition < 2^17 (five
+# digits), partition < 2^15 (checked).
+PACKED_KEY = "(CAST(partition AS BIGINT) << 48) + (CAST(line_partition AS BIGINT) << 31)"
+NO_THRESHOLD = "CAST(NULL AS STRUCT<line_offset: BIGINT, word_index: INT>)"
+
+
+def threshold(thresholds: dict) -> Column:
+    """Each record's threshold, looked up in a map literal: its size in the
+    generated code does not grow with the thresholds (one CASE branch per
+    threshold did: past 8 branches the JVM stopped compiling the method, and
+    a batch took twice as long), and new values do not recompile it."""
+    entries = ", ".join(
+        f"{packed_key(*key)}L, named_struct('line_offset', {int(place[0])}L, 'word_index', {int(place[1])})"
+        for key, place in thresholds.items() if place is not None)
+    if not entries:
+        return F.expr(NO_THRESHOLD)
+    key = PACKED_KEY + (" + run" if len(next(iter(thresholds))) == 3 else "")
+    return F.expr(f"IF(partition < 32768, try_element_at(map({entries}), {key}), {NO_THRESHOLD})")
+
+
+def packed_key(partition: int, line_partition: int, run: int = 0) -> int:
+    return (int(partition) << 48) + (int(line_partition) << 31) + int(run)
+
+
+@functools.cache
+def _at_or_below_threshold() -> Column:
+    limit = F.col("threshold")
+    return F.coalesce((F.col("line_offset") < limit["line_offset"]) | (
+        (F.col("line_offset") == limit["line_offset"]) & (F.col("word_index") <= limit["word_index"])),
+        F.lit(False))
 
 
 def summarize(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
@@ -93,19 +133,28 @@ def summarize(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFr
     * `rows` and `counted`: how many counts and words those lines hold;
     * `repeated`, `bad_time`, `bad_key`: the records skipped for each reason;
     * `runs`: per (partition, line_partition, run), its first offset in the
-      batch and its lowest and highest place, to find repeats across runs
-      and the new thresholds."""
-    records = classified(words, window_seconds, thresholds)
-    # Both groupings in one aggregation over the records. A run's places grow
-    # with the offsets, so its lowest and highest places are those of its
-    # first and last records (a struct's min or max would not be
-    # hash-aggregated, and took four fifths of a batch's time).
-    groups = records.groupingSets(
+      batch, its lowest line offset and its highest place, to find repeats
+      across runs and the new thresholds."""
+    run_columns, summary_columns = _summary_aggregations()
+    # Both groupings in one aggregation over the records.
+    return classified(words, window_seconds, thresholds).groupingSets(
         [["status", "window_start", "word"], list(RUN)], "status", "window_start", "word", *RUN,
-    ).agg(F.count("*").alias("n"), F.min("offset").alias("first_offset"),
-          *[F.min_by(name, "offset").alias(f"lowest_{name}") for name in PLACE],
-          *[F.max_by(name, "offset").alias(f"highest_{name}") for name in PLACE],
-          F.grouping("run").alias("is_count"))
+    ).agg(*run_columns).agg(*summary_columns)
+
+
+@functools.cache
+def _summary_aggregations() -> tuple[list[Column], list[Column]]:
+    """The grouping's aggregations, and the summary's over its groups.
+
+    A run's places grow with the offsets, so its highest place is that of its
+    last record. Only plain minimums and maximums of numbers, and one max_by,
+    keep the aggregation hashed and its buffers narrow: a run's lowest place
+    as a min_by pair, or a struct's max, took a third more time per batch."""
+    groups = [F.count("*").alias("n"), F.min("offset").alias("first_offset"),
+              F.min("line_offset").alias("lowest_line_offset"),
+              F.max("line_offset").alias("highest_line_offset"),
+              F.max_by("word_index", "offset").alias("highest_word_index"),
+              F.grouping("run").alias("is_count")]
     is_count = F.col("is_count") == 1
 
     def skipped(status):
@@ -113,16 +162,16 @@ def summarize(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFr
 
     is_word = is_count & (F.col("status") == COUNTED)
     line = F.concat_ws("\t", "window_start", F.hex("word"), "n")
-    run = F.struct(*RUN, "first_offset",
-                   F.struct(*[F.col(f"lowest_{name}").alias(name) for name in PLACE]).alias("lowest"),
+    run = F.struct(*RUN, "first_offset", "lowest_line_offset",
                    F.struct(*[F.col(f"highest_{name}").alias(name) for name in PLACE]).alias("highest"))
-    return groups.agg(
+    summary = [
         F.string_agg(F.when(is_word, line), "\n").alias("lines"),
         F.count_if(is_word).alias("rows"),
         F.coalesce(F.sum(F.when(is_word, F.col("n"))), F.lit(0)).alias("counted"),
         *[skipped(status).alias(name) for status, name in SKIPPED.items()],
         F.collect_list(F.when(~is_count & F.col("run").isNotNull(), run)).alias("runs"),
-    )
+    ]
+    return groups, summary
 
 
 def run_thresholds(counted_before: dict, runs) -> tuple[dict, dict, bool]:
@@ -132,10 +181,12 @@ def run_thresholds(counted_before: dict, runs) -> tuple[dict, dict, bool]:
     * the threshold of each run of the batch ({(partition, line_partition,
       run): place}): the highest place before it;
     * the highest place after the batch, per (partition, line_partition);
-    * whether a run repeats places that an earlier run of the same batch
-      sent: then the batch must be summarized again with the per-run
-      thresholds (rare: it takes a text processor that failed or stopped
-      while the aggregator was behind it).
+    * whether a run may repeat places that an earlier run of the same batch
+      sent (it begins at or below the line where that run ended): then the
+      batch must be summarized again with the per-run thresholds (rare: it
+      takes a text processor that failed while the aggregator was behind it;
+      one stopped by SIGTERM ends on a whole batch and its next run begins
+      on the next line).
 
     Runs reach a partition one after another, so their first offsets order them."""
     per_run, highest, repeats = {}, dict(counted_before), False
@@ -144,7 +195,7 @@ def run_thresholds(counted_before: dict, runs) -> tuple[dict, dict, bool]:
         pair = (run.partition, run.line_partition)
         before = highest.get(pair)
         per_run[(*pair, run.run)] = before
-        if pair in pairs_with_a_run and tuple(run.lowest) <= before:
+        if pair in pairs_with_a_run and run.lowest_line_offset <= before[0]:
             repeats = True
         pairs_with_a_run.add(pair)
         highest[pair] = tuple(run.highest) if before is None else max(before, tuple(run.highest))
