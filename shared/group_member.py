@@ -17,7 +17,7 @@ import threading
 import time
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata
 
 from shared.logs import log
@@ -33,6 +33,9 @@ STOP_STEP_TIMEOUT_MS = 4_000
 # Spark keeps timestamps as microseconds in a long: a Kafka timestamp past
 # this many milliseconds overflows, and fails Spark's Kafka source itself.
 SPARK_MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
+# Looking for such a record reads at most a batch per partition (2,000,000
+# records: about 20 s in kafka-python); past this the broker is taken as away.
+SCAN_TIMEOUT_S = 120
 
 
 class GroupMember(ConsumerRebalanceListener):
@@ -43,6 +46,7 @@ class GroupMember(ConsumerRebalanceListener):
         self.partitions = None  # assigned to this copy; None while the group rebalances
         self._query = None
         self._lock = threading.Lock()
+        self._stop_requested = stop_requested
         self._outage = kafka_outage(stop_requested)
         self._consumer = self._outage.retry(lambda: KafkaConsumer(
             group_id=self.group_id, enable_auto_commit=False,
@@ -105,7 +109,8 @@ class GroupMember(ConsumerRebalanceListener):
     def first_unreadable(self, starting, limit):
         """{partition: (first offset, offset of its first record whose
         timestamp Spark cannot convert)} among the next `limit` records of
-        each partition from `starting` ({partition: offset, or -2/-1})."""
+        each partition from `starting` ({partition: offset, or -2/-1}); what
+        was found so far once a stop is asked for."""
         consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs(), enable_auto_commit=False,
                                  max_poll_records=5000)
         try:
@@ -121,17 +126,22 @@ class GroupMember(ConsumerRebalanceListener):
             first = {tp.partition: consumer.position(tp) for tp in partitions}
             ends = {tp.partition: min(end, first[tp.partition] + limit)
                     for tp, end in consumer.end_offsets(partitions).items()}
-            found, reading = {}, {p for p in first if first[p] < ends[p]}
-            while reading:
+            found, reading = {}, {tp for tp in partitions if first[tp.partition] < ends[tp.partition]}
+            deadline = time.monotonic() + SCAN_TIMEOUT_S
+            while reading and not self._stop_requested.is_set():
+                if time.monotonic() > deadline:  # the broker is away: the caller retries with backoff
+                    raise KafkaTimeoutError(f"scanning {self.topic} took over {SCAN_TIMEOUT_S} s")
                 for tp, records in consumer.poll(timeout_ms=1000).items():
-                    for record in records:
-                        if tp.partition not in reading:
-                            break
-                        if not 0 <= record.timestamp <= SPARK_MAX_TIMESTAMP_MS:
-                            found[tp.partition] = (first[tp.partition], record.offset)
-                        if tp.partition in found or record.offset + 1 >= ends[tp.partition]:
-                            reading.discard(tp.partition)
-                            consumer.pause(tp)
+                    bad = next((r.offset for r in records if not 0 <= r.timestamp <= SPARK_MAX_TIMESTAMP_MS
+                                and r.offset < ends[tp.partition]), None)
+                    if bad is not None:
+                        found.setdefault(tp.partition, (first[tp.partition], bad))
+                # By position, not by the last record's offset: transaction
+                # markers take offsets that no record shows.
+                for tp in [tp for tp in reading
+                           if tp.partition in found or consumer.position(tp) >= ends[tp.partition]]:
+                    reading.discard(tp)
+                    consumer.pause(tp)
             return found
         finally:
             consumer.close()

@@ -218,6 +218,8 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
         unreadable = member.first_unreadable(context.starting_offsets, batch_records)
     except KafkaError:  # the broker went away: the main loop retries with backoff
         return False
+    if context.stop_requested.is_set():
+        return False
     for partition, (first, offset) in sorted(unreadable.items()):
         if offset > first:  # one micro-batch of exactly the records before it
             before = {partition: first}
@@ -226,11 +228,11 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
                                                offset - first, read_headers, environ={})
             with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
                 query = member.start(lambda: start_query(context, source, checkpoint))
-                while query.isActive and query.lastProgress is None:
+                while query.isActive and query.lastProgress is None and not context.stop_requested.is_set():
                     member.poll(0.1)
-                if not query.isActive:
-                    return False  # failed: the main loop retries with backoff
                 stop_gracefully(query)
+                if query.lastProgress is None:  # its one batch did not go through
+                    return False  # failed or stopping: the main loop retries or stops
         if context.progress:
             context.progress.commit({partition: (offset, offset + 1)}, lambda connection: {})
         else:
