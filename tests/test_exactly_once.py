@@ -1,13 +1,19 @@
 """The offsets a transactional worker stores for each micro-batch, read from
 a real streaming query's offset log, must be exactly those of the records the
-batch read."""
+batch read; the fence on them refuses a repeat and reports a gap."""
 
+import threading
+
+import pytest
 from pyspark.sql import functions as F
+from sqlalchemy import text
 
 from shared.config import load
-from shared.exactly_once import batch_offset_ranges
+from shared.exactly_once import PostgresProgress, StaleBatchError, batch_offset_ranges, engine_for
+from shared.migrations import migrate
 from shared.spark import kafka_stream
 from tests.kafka_io import produce
+from tests.postgres import postgres_url
 from tests.processes import wait_until
 
 
@@ -40,3 +46,25 @@ def test_each_batch_range_is_the_offsets_of_its_records(spark, stack, prefix, tm
         if 1 in expected and expected[1][0] == 0:  # where the query began at "earliest"
             expected[1] = (-2, expected[1][1])
         assert logged_ranges == expected
+
+
+def test_the_fence_refuses_a_batch_written_before_and_reports_a_gap_as_data_lost(database_url, capsys):
+    engine = engine_for(postgres_url(database_url))
+    migrate(engine)
+    progress = PostgresProgress(engine, "fence-test", "words", threading.Event())
+
+    def write(connection):
+        connection.execute(text("CREATE TABLE IF NOT EXISTS written (n int)"))
+        connection.execute(text("INSERT INTO written VALUES (1)"))
+
+    progress.commit({0: (-2, 10), 1: (-2, 5)}, write)
+    with pytest.raises(StaleBatchError):  # partition 1 overlaps what is stored
+        progress.commit({0: (10, 20), 1: (4, 8)}, write)
+    assert progress.stored() == {0: 10, 1: 5}
+    progress.commit({0: (10, 20), 1: (12, 15)}, write)  # 7 records of partition 1 never read
+    assert progress.stored() == {0: 20, 1: 15}
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM written")).scalar() == 2
+    engine.dispose()
+    lost = [line for line in capsys.readouterr().out.splitlines() if "event=data_lost" in line]
+    assert len(lost) == 1 and lost[0].endswith(" topic=words partition=1 records=7")

@@ -159,3 +159,20 @@ def test_broker_killed_mid_stream_delays_the_workers_and_loses_nothing(stack, pr
     wait_for_exact_counts(stack, prefix, database_url, workers, lines)
     assert text_processor.process.poll() is None
     assert "Traceback" not in text_processor.output()
+
+
+def test_text_processor_copies_joining_and_leaving_count_every_word_once(stack, prefix, database_url, workers):
+    lines = make_lines(4 * BATCH_LINES, seed=5)
+    send(stack, prefix, lines)
+    # Batches small enough that the backlog outlasts a copy's start-up.
+    small_batches = {"MAX_OFFSETS_PER_TRIGGER": "1000"}
+    first = workers.start("services.text_processor", **small_batches)
+    wait_inside_a_batch(stack, prefix)
+    second = workers.start("services.text_processor", **small_batches)  # joins: a rebalance
+    wait_until(lambda: second.log_lines("batch"), 180, "the second copy's first batch")
+    first.signal(signal.SIGTERM)  # leaves: the second takes its partitions over
+    assert first.wait(30) == 0
+    assert sum(committed_lines(stack, prefix).values()) < len(lines), "nothing was left to hand over"
+    wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    assert [line["partitions"] for line in second.log_lines("partitions_assigned")][-1] == "0,1"
+    assert "Traceback" not in first.output() + second.output()
