@@ -5,6 +5,7 @@ import datetime
 import json
 import random
 import signal
+import time
 
 import pytest
 
@@ -136,3 +137,19 @@ def test_two_copies_at_once_raise_each_alert_once(stack, prefix, database_url, r
                       DYNO=f"anomaly_detector_worker.{n}")
     wait_until(lambda: all_done(stack, prefix, database_url), 240, "lines stored, alerts published")
     assert_exactly_the_contracts_alerts(alerts_on_topic(stack, prefix))
+
+
+def test_a_line_stamped_two_days_ahead_neither_counts_nor_wipes_the_window_filling_now(
+        stack, prefix, database_url, release, workers):
+    """45 failures, one line two days ahead, 45 more, each in its own batch."""
+    now_ms = int(time.time() * 1000)
+    worker = workers.start("services.anomaly_detector")
+    for number, (count, at_ms) in enumerate([(45, now_ms), (1, now_ms + 2 * 86_400_000), (45, now_ms)]):
+        send(stack, prefix, [(f"user_id: alice | action: login failed | try {i}", at_ms) for i in range(count)])
+        wait_until(lambda: len(worker.log_lines("batch")) > number, 120, f"batch {number}")
+    wait_until(lambda: all_done(stack, prefix, database_url), 60, "the alert published")
+    batches = worker.log_lines("batch")
+    assert [int(b["skipped_bad_time"]) for b in batches] == [0, 1, 0]
+    assert [int(b["windows_pruned"]) for b in batches] == [0, 0, 0]
+    alerts = [json.loads(r.value) for r in read_all(stack, prefix + "alerts", 1)]
+    assert [(a["user"], a["count"], a["severity"]) for a in alerts] == [("alice", 90, "email")]

@@ -27,12 +27,16 @@ ADD_FAILURES = """
     RETURNING user_id, extract(epoch FROM window_start)::bigint, count"""
 FAILURE_ROW = "(%s, to_timestamp(%s), %s)"
 
-# Counts are kept for a day of event time behind the newest window of a batch.
-# A record later than that starts its window's count again; its alerts were
-# already raised, and the outbox's unique key keeps them from being raised twice.
+# Counts are kept for a day of event time behind the newest window of a batch,
+# or behind Postgres's clock if that is earlier: a record stamped in the future
+# (a producer's clock jump, milliseconds read as microseconds) must not prune
+# the windows that are still filling. A record later than a day starts its
+# window's count again; its alerts were already raised, and the outbox's
+# unique key keeps them from being raised twice.
 KEEP_WINDOWS_SECONDS = 24 * 3600
 PRUNE_OLD_WINDOWS = """
-    DELETE FROM failed_login_counts WHERE window_start < to_timestamp(%(horizon)s)"""
+    DELETE FROM failed_login_counts
+    WHERE window_start < least(to_timestamp(%(newest_window)s), now()) - make_interval(secs => %(keep)s)"""
 
 ADD_ALERTS = """
     INSERT INTO alert_outbox (user_id, window_start, severity, payload) VALUES %s
@@ -59,7 +63,7 @@ def payload(user, window_start, window_seconds, count, severity, threshold):
 def record_failures(connection, counts, config):
     """In the batch's transaction: add `counts` ({(user, window_start): n}),
     put the alerts they cause in the outbox, and drop windows a day older than
-    the newest. Returns how many alerts, and how many windows dropped."""
+    the newest (or than now). Returns how many alerts, and how many windows dropped."""
     thresholds = (("email", config.email_threshold), ("urgent", config.urgent_threshold))
     with connection.connection.cursor() as cursor:
         totals = execute_values(cursor, ADD_FAILURES,
@@ -74,7 +78,7 @@ def record_failures(connection, counts, config):
         added = execute_values(cursor, ADD_ALERTS, alerts, template=ALERT_ROW, page_size=5000,
                                fetch=True) if alerts else []
         newest_window = max(window for _, window in counts)
-        cursor.execute(PRUNE_OLD_WINDOWS, {"horizon": newest_window - KEEP_WINDOWS_SECONDS})
+        cursor.execute(PRUNE_OLD_WINDOWS, {"newest_window": newest_window, "keep": KEEP_WINDOWS_SECONDS})
         pruned = cursor.rowcount
     return len(added), pruned
 
