@@ -64,6 +64,16 @@ STEPS = [
             line_offset    bigint NOT NULL,
             word_index     int    NOT NULL,
             PRIMARY KEY (consumer, topic, partition, line_partition))"""),
+    # An alert a channel refused for good is set aside, not retried.
+    ("alert_outbox_refused_at", """
+        ALTER TABLE alert_outbox ADD COLUMN refused_at timestamptz"""),
+    # The publisher and the delivery thread look for pending alerts every
+    # second: these indexes hold only those, however long the outbox grows.
+    ("alert_outbox_unpublished", """
+        CREATE INDEX alert_outbox_unpublished ON alert_outbox (id) WHERE published_at IS NULL"""),
+    ("alert_outbox_undelivered", """
+        CREATE INDEX alert_outbox_undelivered ON alert_outbox (id)
+        WHERE delivered_at IS NULL AND refused_at IS NULL"""),
 ]
 
 

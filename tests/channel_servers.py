@@ -2,21 +2,28 @@
 API v2 (HTTP) and SMTP (aiosmtpd)."""
 
 import email
+import email.policy
 import json
+import ssl
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 from shared.local_stack import free_port
 
 
 class EventsApiServer:
     """Accepts Events API v2 triggers on /v2/enqueue; fails the first
-    `failures` requests with 500, as an outage would."""
+    `failures` requests with 500, as an outage would; answers 400 to an event
+    beyond PagerDuty's limits (dedup_key 255 characters, summary 1,024) or
+    for a user in `refused_users`, as PagerDuty refuses an invalid event."""
 
-    def __init__(self, failures=0):
-        self.events, self.refused = [], 0
+    def __init__(self, failures=0, refused_users=()):
+        self.events, self.refused, self.invalid = [], 0, []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -25,6 +32,10 @@ class EventsApiServer:
                 if self.path != "/v2/enqueue" or server.refused < failures:
                     server.refused += 1
                     self.send_response(500)
+                elif (len(body["dedup_key"]) > 255 or len(body["payload"]["summary"]) > 1024
+                      or body["payload"]["custom_details"]["user"] in refused_users):
+                    server.invalid.append(body)
+                    self.send_response(400)
                 else:
                     server.events.append(body)
                     self.send_response(202)
@@ -43,17 +54,36 @@ class EventsApiServer:
 
 
 class SmtpServer:
-    def __init__(self):
-        self.messages = []
+    """Accepts mail, and any login, which it records. With `certificate`
+    (shared.certificates.Issued) it offers STARTTLS; without, it offers none
+    and still lets a client log in, so that a client that would log in
+    without TLS is caught."""
+
+    def __init__(self, certificate=None):
+        self.messages, self.logins = [], []
         server = self
 
         class Handler:
             async def handle_DATA(self, _server, _session, envelope):
-                server.messages.append((envelope.rcpt_tos, email.message_from_bytes(envelope.content)))
+                server.messages.append((envelope.rcpt_tos, email.message_from_bytes(envelope.content, policy=email.policy.default)))
                 return "250 OK"
 
+        def authenticator(_server, _session, _envelope, _mechanism, auth_data):
+            server.logins.append(auth_data.login.decode())
+            return AuthResult(success=True)
+
+        tls = {}
+        if certificate:
+            tls_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            with tempfile.TemporaryDirectory() as folder:
+                cert, key = Path(folder, "cert.pem"), Path(folder, "key.pem")
+                cert.write_text(certificate.cert_pem)
+                key.write_text(certificate.key_pem)
+                tls_context.load_cert_chain(cert, key)
+            tls = {"tls_context": tls_context}
         self.port = free_port()
-        self._controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)
+        self._controller = Controller(Handler(), hostname="127.0.0.1", port=self.port, **tls,
+                                      authenticator=authenticator, auth_require_tls=False)
         self._controller.start()
 
     def stop(self):

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from shared.certificates import CertificateAuthority
 from tests.channel_servers import EventsApiServer, SmtpServer
 from tests.kafka_io import end_offsets, produce, read_all
 from tests.postgres import query
@@ -77,8 +78,15 @@ def assert_exactly_the_contracts_alerts(alerts):
 
 
 @pytest.fixture
-def channels():
-    pager, smtp = EventsApiServer(failures=2), SmtpServer()  # the pager fails twice first
+def channels(tmp_path):
+    """The pager (which fails twice first) and an SMTP server with STARTTLS,
+    its certificate from a CA the worker trusts through SSL_CERT_FILE."""
+    ca = CertificateAuthority("smtp-test-ca")
+    (tmp_path / "ca.pem").write_text(ca.cert_pem)
+    pager = EventsApiServer(failures=2)
+    smtp = SmtpServer(ca.issue("localhost", dns_names=["localhost"], server=True))
+    smtp.environment = {"SSL_CERT_FILE": str(tmp_path / "ca.pem"), "SMTP_SERVER": "localhost",
+                        "SMTP_PORT": str(smtp.port)}
     yield pager, smtp
     pager.stop()
     smtp.stop()
@@ -90,7 +98,7 @@ def test_exactly_the_contracts_alerts_however_batched(stack, prefix, database_ur
     send(stack, prefix, log_lines())
     worker = workers.start("services.anomaly_detector", MAX_OFFSETS_PER_TRIGGER="97",
                            PAGERDUTY_ROUTING_KEY="test-routing-key", PAGERDUTY_EVENTS_URL=pager.url,
-                           SMTP_SERVER="127.0.0.1", SMTP_PORT=str(smtp.port),
+                           **smtp.environment,
                            ALERT_EMAIL_FROM="alerts@example.test", ALERT_EMAIL_TO="ops@example.test")
     wait_until(lambda: all_done(stack, prefix, database_url), 180, "lines stored, alerts published")
     assert_exactly_the_contracts_alerts(alerts_on_topic(stack, prefix))
@@ -99,7 +107,7 @@ def test_exactly_the_contracts_alerts_however_batched(stack, prefix, database_ur
     emails = EXPECTED - urgent
     wait_until(lambda: len(pager.events) >= len(urgent) and len(smtp.messages) >= len(emails), 60,
                "alerts delivered to the pager and by email, the pager after two failures")
-    assert sorted(e["dedup_key"].split("/")[0] for e in pager.events) == sorted(u for u, _, _ in urgent)
+    assert sorted(e["payload"]["custom_details"]["user"] for e in pager.events) == sorted(u for u, _, _ in urgent)
     assert all(e["routing_key"] == "test-routing-key" and e["event_action"] == "trigger"
                and e["payload"]["custom_details"]["severity"] == "urgent" for e in pager.events)
     assert pager.refused == 2
