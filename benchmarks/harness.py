@@ -134,8 +134,8 @@ def spark_preload(stack, topic, build_records, count):
     from shared.config import load
     from shared.spark import session
 
-    spark = session("bench-preload")
     kafka = load(stack.environment()).kafka
+    spark = session("bench-preload", kafka)
     began = time.monotonic()
     (build_records(spark.range(count, numPartitions=4)).write.format("kafka")
      .options(**kafka.spark_kafka_options()).option("topic", topic)

@@ -12,9 +12,9 @@ one line names the variable and never its value, so an uncaught one stops the
 process with that line and no traceback.
 """
 
-import atexit
+import functools
 import os
-import shutil
+import ssl
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,15 +55,20 @@ class KafkaConfig:
     def spark_kafka_options(self):
         """Options shared by Spark's Kafka source and sink (``kafka.*``).
 
-        The Java client takes PEM material inline, so nothing touches the disk.
+        The Java client reads the PEMs from the JVM's environment (Kafka's
+        EnvVarConfigProvider; see ``jvm_environment``): Spark keeps a copy of
+        a source's options in its plan, unredacted, and prints it with
+        `explain` and in any analysis error, so the options hold only names.
         """
         options = {"kafka.bootstrap.servers": ",".join(self.brokers)}
         if not self.use_tls:
             return options
         options.update({
             "kafka.security.protocol": "SSL",
+            "kafka.config.providers": "env",
+            "kafka.config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
             "kafka.ssl.truststore.type": "PEM",
-            "kafka.ssl.truststore.certificates": self.trusted_cert,
+            "kafka.ssl.truststore.certificates": "${env:%s}" % JVM_PEM_VARIABLES["trusted_cert"],
             # Heroku's broker certificates do not name the host: verify the
             # chain, not the host name.
             "kafka.ssl.endpoint.identification.algorithm": "",
@@ -71,22 +76,29 @@ class KafkaConfig:
         if self.client_cert:
             options.update({
                 "kafka.ssl.keystore.type": "PEM",
-                "kafka.ssl.keystore.certificate.chain": self.client_cert,
-                "kafka.ssl.keystore.key": self.client_key_pkcs8,
+                "kafka.ssl.keystore.certificate.chain": "${env:%s}" % JVM_PEM_VARIABLES["client_cert"],
+                "kafka.ssl.keystore.key": "${env:%s}" % JVM_PEM_VARIABLES["client_key_pkcs8"],
             })
         return options
+
+    def jvm_environment(self):
+        """The variables a JVM that uses ``spark_kafka_options()`` must start
+        with: the PEMs, the key as PKCS#8 (what Java reads)."""
+        if not self.use_tls:
+            return {}
+        return {variable: getattr(self, name) for name, variable in JVM_PEM_VARIABLES.items()
+                if getattr(self, name)}
 
     def kafka_python_kwargs(self):
         """Keyword arguments for kafka-python's producer, consumer and admin."""
         kwargs = {"bootstrap_servers": list(self.brokers)}
-        if not self.use_tls:
-            return kwargs
-        files = _pem_files(self)
-        kwargs.update(security_protocol="SSL", ssl_check_hostname=False,
-                      ssl_cafile=files["ca.pem"])
-        if self.client_cert:
-            kwargs.update(ssl_certfile=files["cert.pem"], ssl_keyfile=files["key.pem"])
+        if self.use_tls:
+            kwargs.update(security_protocol="SSL", ssl_context=ssl_context(self))
         return kwargs
+
+
+JVM_PEM_VARIABLES = {"trusted_cert": "SPARK_KAFKA_TRUSTED_CERT", "client_cert": "SPARK_KAFKA_CLIENT_CERT",
+                     "client_key_pkcs8": "SPARK_KAFKA_CLIENT_KEY"}
 
 
 @dataclass(frozen=True)
@@ -201,22 +213,22 @@ def _positive_int(environ, variable, default):
     return number
 
 
-_written_pem_files = {}
-
-
-def _pem_files(kafka):
-    """Write the PEMs kafka-python needs (it reads files only) once per process,
-    readable by this user alone, and remove them at exit."""
-    if kafka not in _written_pem_files:
-        folder = tempfile.mkdtemp(prefix="kafka-tls-")  # mode 0700
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        files = {}
-        for name, pem in (("ca.pem", kafka.trusted_cert), ("cert.pem", kafka.client_cert),
-                          ("key.pem", kafka.client_key_pkcs8)):
-            path = os.path.join(folder, name)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w") as pem_file:
-                pem_file.write(pem)
-            files[name] = path
-        _written_pem_files[kafka] = files
-    return _written_pem_files[kafka]
+@functools.cache
+def ssl_context(kafka):
+    """The TLS context of kafka-python's clients: the chain verified, not the
+    host name (Heroku's broker certificates do not name it). Python loads a
+    key from a file only: it is written readable by this user alone and
+    removed as soon as it is loaded."""
+    context = ssl.create_default_context(cadata=kafka.trusted_cert)
+    context.check_hostname = False
+    if kafka.client_cert:
+        with tempfile.TemporaryDirectory(prefix="kafka-tls-") as folder:  # mode 0700
+            paths = []
+            for name, pem in (("cert.pem", kafka.client_cert), ("key.pem", kafka.client_key_pkcs8)):
+                path = os.path.join(folder, name)
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "w") as pem_file:
+                    pem_file.write(pem)
+                paths.append(path)
+            context.load_cert_chain(*paths)
+    return context

@@ -31,6 +31,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType,
                          KafkaAdminClient, ResourcePattern, ResourceType)
@@ -337,6 +338,18 @@ def _terminate(process, timeout=15):
         process.wait()
 
 
+def print_environment(env):
+    """The stack's variables as `export` lines; a DATABASE_URL with a
+    password (one the user gave) as a comment, the password masked."""
+    for name, value in env.items():
+        password = urlsplit(value).password if name == "DATABASE_URL" else None
+        if password:
+            print(f"# {name}={value.replace(':' + password + '@', ':***@', 1)} (yours; password not shown)")
+        else:
+            print(f"export {name}={shlex.quote(value)}")
+    sys.stdout.flush()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--heroku-like", action="store_true",
@@ -354,9 +367,7 @@ def main(argv=None):
         stack.broker.create_topics(prefix, args.partitions)
         env = stack.environment(prefix)
         print(f"local stack up in {stack.startup_seconds:.1f} s; its environment:")
-        for name, value in env.items():
-            print(f"export {name}={shlex.quote(value)}")
-        sys.stdout.flush()
+        print_environment(env)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             if command:

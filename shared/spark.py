@@ -47,7 +47,11 @@ def driver_memory(environ=os.environ, limit_files=CGROUP_MEMORY_LIMITS):
     return "512m"
 
 
-def session(app_name, environ=os.environ):
+def session(app_name, kafka=None, environ=os.environ):
+    """The process's SparkSession. With `kafka` (a KafkaConfig) the JVM
+    starts with the variables its ``spark_kafka_options()`` name."""
+    if kafka is not None:
+        os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")

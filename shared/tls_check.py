@@ -9,7 +9,7 @@ import socket
 import ssl
 import struct
 
-from shared.config import ConfigError
+from shared.config import ConfigError, ssl_context
 
 # ApiVersions v0, the first request every Kafka client sends.
 API_VERSIONS_REQUEST = struct.pack(">ihhih", 16, 18, 0, 1, 6) + b"tls-ok"
@@ -18,7 +18,7 @@ API_VERSIONS_REQUEST = struct.pack(">ihhih", 16, 18, 0, 1, 6) + b"tls-ok"
 def check_tls(kafka, timeout=10):
     if not kafka.use_tls:
         return
-    context = _context(kafka)
+    context = ssl_context(kafka)
     for broker in kafka.brokers:
         host, port = broker.rsplit(":", 1)
         try:
@@ -27,15 +27,6 @@ def check_tls(kafka, timeout=10):
             continue
         with raw:
             _handshake(context, raw, broker, kafka)
-
-
-def _context(kafka):
-    files = kafka.kafka_python_kwargs()
-    context = ssl.create_default_context(cafile=files["ssl_cafile"])
-    context.check_hostname = False  # Heroku's certificates do not name the host
-    if kafka.client_cert:
-        context.load_cert_chain(files["ssl_certfile"], files["ssl_keyfile"])
-    return context
 
 
 def _handshake(context, raw, broker, kafka):

@@ -158,7 +158,7 @@ def run(app, topic, start_query, *, batch_records, read_headers=False, transacti
     # so Heroku's SIGTERM to every process of the dyno does not stop Spark
     # under the running batch; Python stops it in order below.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    spark = spark_module.session(app)
+    spark = spark_module.session(app, config.kafka)
     stopper = Stopper()
     member = None
     try:

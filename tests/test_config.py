@@ -1,9 +1,10 @@
 """The config module, rule by rule, from ../shared/CONTRACT.md's environment."""
 
 import os
-import stat
+import ssl
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -67,44 +68,36 @@ def test_bad_kafka_url_names_the_variable_and_not_the_value(url):
 
 # --- TLS -------------------------------------------------------------------
 
-def test_tls_for_spark_is_inline_pem_with_a_pkcs8_key_and_no_host_name_check(tls_env):
-    options = load(tls_env).kafka.spark_kafka_options()
+def test_tls_for_spark_names_variables_that_hold_the_pems_with_a_pkcs8_key(tls_env):
+    kafka = load(tls_env).kafka
+    options = kafka.spark_kafka_options()
     assert options["kafka.bootstrap.servers"] == "b1.example:9096,b2.example:9096"
     assert options["kafka.security.protocol"] == "SSL"
     assert options["kafka.ssl.endpoint.identification.algorithm"] == ""
-    assert options["kafka.ssl.truststore.type"] == "PEM"
-    assert options["kafka.ssl.truststore.certificates"].strip() == tls_env["KAFKA_TRUSTED_CERT"].strip()
-    assert options["kafka.ssl.keystore.type"] == "PEM"
-    assert options["kafka.ssl.keystore.certificate.chain"].strip() == tls_env["KAFKA_CLIENT_CERT"].strip()
-    key = options["kafka.ssl.keystore.key"]
+    assert options["kafka.config.providers.env.class"].endswith(".EnvVarConfigProvider")
+    assert options["kafka.ssl.truststore.type"] == options["kafka.ssl.keystore.type"] == "PEM"
+    assert not any("BEGIN" in value for value in options.values())
+    environment = kafka.jvm_environment()
+    for option, variable in [("truststore.certificates", "KAFKA_TRUSTED_CERT"),
+                             ("keystore.certificate.chain", "KAFKA_CLIENT_CERT")]:
+        named = options[f"kafka.ssl.{option}"]
+        assert environment[named[len("${env:"):-1]].strip() == tls_env[variable].strip()
+    key = environment[options["kafka.ssl.keystore.key"][len("${env:"):-1]]
     assert key.startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8, what Java reads
     assert public_key_of(key) == public_key_of(tls_env["KAFKA_CLIENT_CERT_KEY"])
 
 
-def test_tls_for_kafka_python_uses_files_only_this_user_can_read(tls_env):
+def test_tls_for_kafka_python_is_a_verifying_context_whose_key_file_is_gone_once_loaded(tls_env):
+    def key_folders():
+        return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("kafka-tls-")}
+
+    before = key_folders()
     kwargs = load(tls_env).kafka.kafka_python_kwargs()
     assert kwargs["security_protocol"] == "SSL"
-    assert kwargs["ssl_check_hostname"] is False
-    folder = os.path.dirname(kwargs["ssl_cafile"])
-    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-        assert stat.S_IMODE(os.stat(kwargs[name]).st_mode) == 0o600
-    with open(kwargs["ssl_cafile"]) as ca_file:
-        assert ca_file.read().strip() == tls_env["KAFKA_TRUSTED_CERT"].strip()
-    with open(kwargs["ssl_keyfile"]) as key_file:
-        assert public_key_of(key_file.read()) == public_key_of(tls_env["KAFKA_CLIENT_CERT_KEY"])
-
-
-def test_key_files_are_removed_when_the_process_exits(tls_env):
-    program = ("from shared.config import load; "
-               "kw = load().kafka.kafka_python_kwargs(); "
-               "print(kw['ssl_cafile'], kw['ssl_certfile'], kw['ssl_keyfile'])")
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"], **tls_env}, check=True)
-    paths = done.stdout.split()
-    assert len(paths) == 3
-    assert not any(os.path.exists(path) for path in paths)
-    assert not os.path.exists(os.path.dirname(paths[0]))
+    context = kwargs["ssl_context"]
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname is False
+    assert len(context.get_ca_certs()) == 1
+    assert key_folders() == before
 
 
 def test_tls_needs_the_trusted_cert(tls_env):

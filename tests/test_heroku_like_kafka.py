@@ -2,6 +2,10 @@
 certificate that does not name the host, and prefix ACLs, reached only
 through the config module."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
@@ -11,6 +15,7 @@ from kafka.structs import OffsetAndMetadata
 from shared.certificates import CertificateAuthority
 from shared.config import ConfigError, load
 from shared.tls_check import check_tls
+from tests.processes import ROOT, assert_no_secret_in
 
 pytestmark = pytest.mark.parametrize("stack", ["heroku"], indirect=True)
 
@@ -96,3 +101,36 @@ def test_a_worker_with_a_wrong_ca_stops_with_that_one_line(stack, prefix, worker
     lines = worker.output().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error: KAFKA_TRUSTED_CERT did not verify")
     assert "Traceback" not in worker.output()
+
+
+# The worker's own path to the broker: its config, its session, its source.
+PLAN_AND_ERROR = """
+from pyspark.sql import functions as F
+from shared.config import load
+from shared.spark import kafka_stream, session
+kafka = load().kafka
+spark = session("secrets-test", kafka)
+source = kafka_stream(spark, kafka, "textlines", "secrets-test", {0: -2, 1: -2}, 100, True)
+source.explain(True)
+try:
+    source.select("no_such_column")
+except Exception as error:
+    print("analysis error:", error)
+batch = spark.read.format("kafka").options(**kafka.spark_kafka_options())
+print("read over TLS:", batch.option("subscribe", kafka.topic("textlines")).load().count())
+"""
+
+
+def test_spark_plans_and_errors_hold_no_key_material_and_still_read_over_tls(stack, prefix):
+    produce_lines = KafkaProducer(**app_kafka(stack, prefix).kafka_python_kwargs())
+    for n in range(3):
+        produce_lines.send(prefix + "textlines", f"line {n}".encode())
+    produce_lines.flush()
+    produce_lines.close()
+    done = subprocess.run([sys.executable, "-c", PLAN_AND_ERROR], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **stack.environment(prefix)}, timeout=300)
+    output = done.stdout + done.stderr
+    assert "analysis error:" in output and "no_such_column" in output
+    assert "${env:SPARK_KAFKA_CLIENT_KEY}" in output  # the plan shows the options' values...
+    assert "read over TLS: 3" in output, output[-3000:]
+    assert_no_secret_in(output, stack.environment(prefix))  # ...but no key or certificate

@@ -73,3 +73,14 @@ def test_a_cluster_id_that_looks_like_an_option_still_formats(tmp_path, monkeypa
         assert broker._ready()
     finally:
         broker.stop()
+
+
+def test_the_environment_it_prints_masks_the_password_of_a_database_url_given_to_it(capsys):
+    from shared.local_stack import print_environment
+
+    print_environment({"KAFKA_URL": "kafka://127.0.0.1:9092",
+                       "DATABASE_URL": "postgres://app:s3cret%2Fpw@db.example:5432/app"})
+    printed = capsys.readouterr().out
+    assert "s3cret" not in printed
+    assert "postgres://app:***@db.example:5432/app" in printed
+    assert "export KAFKA_URL=kafka://127.0.0.1:9092" in printed

@@ -9,7 +9,7 @@ import pytest
 from kafka import TopicPartition
 
 from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
-from tests.processes import MODES, wait_until
+from tests.processes import MODES, assert_no_secret_in, wait_until
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
 
@@ -118,12 +118,6 @@ def test_records_retention_removed_before_they_were_read_are_logged_as_lost(stac
     assert [(lost["partition"], lost["records"]) for lost in second.log_lines("data_lost")] == [("0", "50")]
     second.signal(signal.SIGTERM)
     assert second.wait(SIGTERM_GRACE) == 0
-
-
-def assert_no_secret_in(output, environment):
-    for variable in ("KAFKA_CLIENT_CERT_KEY", "KAFKA_CLIENT_CERT", "KAFKA_TRUSTED_CERT"):
-        for line in environment.get(variable, "").splitlines()[1:-1]:
-            assert line not in output, f"a line of {variable} was printed"
 
 
 def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):
