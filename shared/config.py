@@ -108,6 +108,7 @@ class Config:
     window_seconds: int = 10
     urgent_threshold: int = 100
     email_threshold: int = 50
+    retention_hours: int = 168  # 0: kept forever
 
 
 def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=None):
@@ -122,6 +123,7 @@ def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=No
         window_seconds=_positive_int(environ, "WINDOW_SECONDS", 10),
         urgent_threshold=_positive_int(environ, "ANOMALY_URGENT_THRESHOLD", 100),
         email_threshold=_positive_int(environ, "ANOMALY_EMAIL_THRESHOLD", 50),
+        retention_hours=_positive_int(environ, "RETENTION_HOURS", 168, zero_allowed=True),
     )
 
 
@@ -200,16 +202,17 @@ def _database_url(environ, *, required):
     return "postgresql+psycopg2://" + rest
 
 
-def _positive_int(environ, variable, default):
+def _positive_int(environ, variable, default, zero_allowed=False):
     value = environ.get(variable, "").strip()
     if not value:
         return default
     try:
         number = int(value)
     except ValueError:
-        number = 0
-    if number <= 0:
-        raise ConfigError(variable, "must be a positive whole number")
+        number = -1
+    if number < 0 or (number == 0 and not zero_allowed):
+        raise ConfigError(variable, "must be a whole number of 0 or more" if zero_allowed
+                          else "must be a positive whole number")
     return number
 
 

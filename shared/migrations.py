@@ -74,6 +74,11 @@ STEPS = [
     ("alert_outbox_undelivered", """
         CREATE INDEX alert_outbox_undelivered ON alert_outbox (id)
         WHERE delivered_at IS NULL AND refused_at IS NULL"""),
+    # Alerts a publisher began to send and has not marked yet (alerts.py).
+    ("alert_sends", """
+        CREATE TABLE alert_sends (
+            alert_id     bigint      PRIMARY KEY,
+            attempted_at timestamptz NOT NULL DEFAULT now())"""),
 ]
 
 

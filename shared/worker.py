@@ -142,10 +142,12 @@ class Context:
     starting_offsets: dict = None
 
 
-def run(app, topic, start_query, *, batch_records, read_headers=False, transactional=False):
+def run(app, topic, start_query, *, batch_records, read_headers=False, transactional=False, setup=None):
     """Run a worker until SIGTERM.
 
     start_query(context, source, checkpoint_folder) -> StreamingQuery.
+    setup(context): once per process, before the first query (threads a
+    service runs beside its queries start here).
     batch_records: the most records of a micro-batch, unless MAX_OFFSETS_PER_TRIGGER says.
     read_headers: the source has the records' `headers` column.
     transactional: the worker writes each batch to Postgres together with its
@@ -168,6 +170,8 @@ def run(app, topic, start_query, *, batch_records, read_headers=False, transacti
             engine = engine_for(config.database_url)
             context.progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
             context.progress.retrying(lambda: migrate(engine))
+        if setup:
+            setup(context)
         spark.streams.addListener(context.batch_log)
         log("start", app=app, topic=member.topic, group=member.group_id)
         run_queries(spark, context, member, topic, start_query, batch_records, read_headers)

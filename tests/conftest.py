@@ -61,7 +61,9 @@ def database_url(stack):
 @pytest.fixture
 def workers(stack, prefix, database_url, tmp_path):
     """Starts worker processes in the stack's environment; kills leftovers."""
-    processes = WorkerProcesses({**stack.environment(prefix), "DATABASE_URL": database_url}, tmp_path)
+    # Tests use fixed event times, days in the past: nothing is deleted for age unless a test says.
+    processes = WorkerProcesses({**stack.environment(prefix), "DATABASE_URL": database_url,
+                                 "RETENTION_HOURS": "0"}, tmp_path)
     yield processes
     processes.kill_all()
 

@@ -177,3 +177,14 @@ def test_two_copies_at_once_still_count_each_word_once(stack, prefix, database_u
     for worker in (first, second):
         worker.signal(signal.SIGTERM)
         assert worker.wait(30) == 0
+
+
+def test_windows_older_than_the_retention_are_deleted_and_newer_ones_kept(stack, prefix, database_url, workers):
+    now_ms = int(time.time() * 1000)
+    old = [(word, T0 * 1000, T0 * 1000) for word in VOCABULARY]  # days ago
+    new = [(word, now_ms, now_ms) for word in VOCABULARY]
+    send(stack, prefix, old + new)
+    workers.start("services.aggregator", RETENTION_HOURS="1")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 120, "every word stored")
+    wait_until(lambda: windowed_counts(database_url)[0] == dict(expected_counts(new)), 90,
+               "the old windows deleted")

@@ -1,12 +1,20 @@
-"""Deciding alerts in Postgres (services/anomaly_detector/alerts.py), on a
-real Postgres: crossings, and the pruning of old windows."""
+"""Deciding and publishing alerts (services/anomaly_detector/alerts.py), on a
+real Postgres and broker: crossings, the pruning of old windows, and a
+publisher that dies between sending and marking."""
 
+import json
+import threading
 import time
 from types import SimpleNamespace
 
-from services.anomaly_detector.alerts import KEEP_WINDOWS_SECONDS, record_failures
+import pytest
+from sqlalchemy import text
+
+from services.anomaly_detector.alerts import KEEP_WINDOWS_SECONDS, AlertPublisher, payload, record_failures
+from shared.config import load
 from shared.exactly_once import engine_for
 from shared.migrations import migrate
+from tests.kafka_io import end_offsets, produce, read_all
 from tests.postgres import postgres_url, query
 
 CONFIG = SimpleNamespace(email_threshold=50, urgent_threshold=100, window_seconds=10)
@@ -46,3 +54,51 @@ def test_a_window_in_the_future_prunes_nothing_that_is_still_filling(database_ur
     assert batch({("mallory", now + 2 * KEEP_WINDOWS_SECONDS): 1}) == (0, 0)  # two days ahead
     assert batch({("alice", now): 45}) == (1, 0)  # 90 failures: the email alert
     engine.dispose()
+
+
+class ProcessDied(Exception):
+    pass
+
+
+class DiesBeforeMarking(AlertPublisher):
+    """A publisher whose process dies after its sends reached the topic and
+    before it marks them: the worst moment for a duplicate."""
+
+    def _mark(self, connection, published):
+        if published:
+            raise ProcessDied()
+
+
+def outbox_rows(engine, users):
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO alert_outbox (user_id, window_start, severity, payload)"
+            " VALUES (:user, to_timestamp(:window), 'email', :payload)"),
+            [{"user": user, "window": T0, "payload": payload(user, T0, 10, 51, "email", 50)} for user in users])
+
+
+def test_an_alert_sent_but_not_marked_is_found_on_the_topic_not_sent_again(stack, prefix, database_url):
+    engine = engine_for(postgres_url(database_url))
+    migrate(engine)
+    kafka = load(stack.environment(prefix)).kafka
+    topic = prefix + "alerts"
+    produce(stack, topic, ["foreign", "foreign"], headers=[[("alert_id", b"not-a-number")], []])
+    outbox_rows(engine, ["ann", "bob", "cy"])
+
+    with pytest.raises(ProcessDied):
+        DiesBeforeMarking(engine, kafka, threading.Event()).publish_pending()
+    assert sum(end_offsets(stack, topic).values()) == 2 + 3  # sent, not marked
+    other_copy = AlertPublisher(engine, kafka, threading.Event())
+    assert other_copy.publish_pending() == 3  # found on the topic, marked
+    outbox_rows(engine, ["dee"])
+    assert other_copy.publish_pending() == 1
+    engine.dispose()
+
+    records = read_all(stack, topic, 6)
+    alerts = [json.loads(r.value)["user"] for r in records if r.value != b"foreign"]
+    assert sorted(alerts) == ["ann", "bob", "cy", "dee"]  # each once
+    published = query(database_url, "SELECT user_id, kafka_partition, kafka_offset FROM alert_outbox"
+                                     " WHERE published_at IS NOT NULL ORDER BY id")
+    on_topic = {(r.partition, r.offset): json.loads(r.value)["user"] for r in records if r.value != b"foreign"}
+    assert [(on_topic[(p, o)]) for _, p, o in published] == [u for u, _, _ in published]
+    assert query(database_url, "SELECT count(*) FROM alert_sends") == [(0,)]

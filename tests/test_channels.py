@@ -89,7 +89,8 @@ def test_hostile_user_ids_are_delivered_and_a_refused_alert_is_set_aside(
              for user in users for severity, count, threshold in (("email", 60, 50), ("urgent", 101, 100))])
     pager = EventsApiServer(refused_users={"refused"})
     smtp = smtp_servers(trusted_ca.issue("localhost", dns_names=["localhost"], server=True))
-    delivery = ChannelDelivery(engine, [PagerDuty("routing-key", pager.url), email_to(smtp)], threading.Event())
+    delivery = ChannelDelivery(engine, [PagerDuty("routing-key", pager.url), email_to(smtp)], 0,
+                               threading.Event())
     try:
         for _ in range(3):
             delivery.deliver_due()

@@ -7,6 +7,7 @@ from sqlalchemy import text
 from services.aggregator.topology import run_thresholds, summarize
 from shared import worker
 from shared.exactly_once import foreach_batch
+from shared.retention import WINDOWED_COUNTS, Retention
 
 # A batch's counts are copied in bulk, then added to what earlier batches stored.
 BATCH_TABLE = """
@@ -79,6 +80,11 @@ def start_query(context, source, checkpoint):
     return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
 
+def setup(context):
+    Retention(context.progress.engine, {"windowed_counts": WINDOWED_COUNTS}, context.config.retention_hours,
+              context.stop_requested).start()
+
+
 if __name__ == "__main__":
     worker.run("aggregator", "words", start_query, batch_records=2_000_000, read_headers=True,
-               transactional=True)
+               transactional=True, setup=setup)

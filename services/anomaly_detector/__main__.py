@@ -8,34 +8,40 @@ from services.anomaly_detector.channels import ChannelDelivery, configured_chann
 from services.anomaly_detector.topology import NO_USER, failed_logins
 from shared import worker
 from shared.exactly_once import foreach_batch
+from shared.retention import ALERT_OUTBOX, Retention
 
-publisher = None  # one per process, across query restarts
 
+class AnomalyDetector:
+    """One publisher, delivery thread and retention thread per process,
+    across query restarts."""
 
-def start_query(context, source, checkpoint):
-    global publisher
-    config = context.config
-    if publisher is None:
-        engine = context.progress.engine
-        publisher = AlertPublisher(engine, config.kafka, context.stop_requested)
-        publisher.start()
-        ChannelDelivery(engine, configured_channels(os.environ), context.stop_requested).start()
+    def setup(self, context):
+        engine, config = context.progress.engine, context.config
+        self.publisher = AlertPublisher(engine, config.kafka, context.stop_requested)
+        self.publisher.start()
+        ChannelDelivery(engine, configured_channels(os.environ), config.retention_hours,
+                        context.stop_requested).start()
+        Retention(engine, {"alert_outbox": ALERT_OUTBOX}, config.retention_hours, context.stop_requested).start()
 
-    def write(connection, rows):
-        counts = {(row.user, row.window_start): row["count"] for row in rows if row.user != NO_USER}
-        skipped = [row for row in rows if row.user == NO_USER]
-        alerts, pruned = record_failures(connection, counts, config) if counts else (0, 0)
-        return {"rows_out": len(rows), "failed_logins": sum(counts.values()),
-                "skipped_no_user": sum(r["count"] for r in skipped if r.window_start is not None),
-                "skipped_bad_time": sum(r["count"] for r in skipped if r.window_start is None),
-                "alerts": alerts, "windows_pruned": pruned}
+    def start_query(self, context, source, checkpoint):
+        config = context.config
 
-    write_batch = foreach_batch(context, checkpoint,
-                                lambda batch: failed_logins(batch, config.window_seconds).collect(),
-                                write, after_commit=publisher.wake)
-    return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
+        def write(connection, rows):
+            counts = {(row.user, row.window_start): row["count"] for row in rows if row.user != NO_USER}
+            skipped = [row for row in rows if row.user == NO_USER]
+            alerts, pruned = record_failures(connection, counts, config) if counts else (0, 0)
+            return {"rows_out": len(rows), "failed_logins": sum(counts.values()),
+                    "skipped_no_user": sum(r["count"] for r in skipped if r.window_start is not None),
+                    "skipped_bad_time": sum(r["count"] for r in skipped if r.window_start is None),
+                    "alerts": alerts, "windows_pruned": pruned}
+
+        write_batch = foreach_batch(context, checkpoint,
+                                    lambda batch: failed_logins(batch, config.window_seconds).collect(),
+                                    write, after_commit=self.publisher.wake)
+        return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
 
 if __name__ == "__main__":
-    worker.run("anomaly-detector", "loglines", start_query, batch_records=500_000,
-               transactional=True)
+    detector = AnomalyDetector()
+    worker.run("anomaly-detector", "loglines", detector.start_query, batch_records=500_000,
+               transactional=True, setup=detector.setup)

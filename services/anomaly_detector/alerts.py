@@ -5,14 +5,15 @@ count before and after, so a threshold crossing is seen by exactly one batch
 however the records were batched and however many copies run; the alerts go
 into `alert_outbox` in that same transaction. A publisher thread sends them
 after commit and marks them published. Each record carries its outbox id in
-the `alert_id` header: a publisher that starts after a crash first looks for
-those ids on the topic, after the last offset it knows was published, so an
-alert sent just before the crash is marked, not sent again.
+the `alert_id` header: an alert that a publisher may have sent without
+marking it (a crash, a failed send or commit) is looked for on the topic by
+that id before it is sent again (AlertPublisher).
 """
 
 import datetime
 import json
 import threading
+import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from psycopg2.extras import execute_values
@@ -83,9 +84,30 @@ def record_failures(connection, counts, config):
     return len(added), pruned
 
 
+PENDING = text("""
+    SELECT id, user_id, severity, payload FROM alert_outbox WHERE published_at IS NULL
+    ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED""")
+TRIED = text("SELECT alert_id, attempted_at FROM alert_sends WHERE alert_id = ANY(:ids)")
+NOTE_ATTEMPTS = text("""
+    INSERT INTO alert_sends (alert_id) SELECT unnest(CAST(:ids AS bigint[]))
+    ON CONFLICT (alert_id) DO NOTHING""")
+# How far before an attempt, by the clock of the Postgres that noted it, the
+# records of that attempt may be stamped by the clock of the dyno that sent them.
+CLOCK_SKEW_MS = 300_000
+READ_TIMEOUT_S = 60
+
+
 class AlertPublisher:
     """Sends the outbox to `<prefix>alerts`: woken after each batch's commit,
-    and every second in case a send failed."""
+    and every second in case a send failed.
+
+    Before it sends, the publisher notes the attempt in `alert_sends`, in a
+    transaction of its own that survives a crash. A pending alert with an
+    attempt may already be on the topic (its publisher died, or failed to
+    mark it, after sending): it is looked for there, by its `alert_id`
+    header, before it is sent again. The outbox rows stay locked from the
+    moment they are read until they are marked, so no two copies send the
+    same alert at once."""
 
     def __init__(self, engine, kafka, stop_requested):
         self.engine = engine
@@ -103,12 +125,8 @@ class AlertPublisher:
         self._wake.set()
 
     def _run(self):
-        reconciled = False
         while not self.stop_requested.is_set():
             try:
-                if not reconciled:
-                    self.reconcile()
-                    reconciled = True
                 while self.publish_pending():
                     pass
             except Exception as error:  # noqa: BLE001 - logged; the outbox keeps the alert
@@ -119,9 +137,18 @@ class AlertPublisher:
     def publish_pending(self, limit=500):
         """Publish up to `limit` unpublished alerts; returns how many."""
         with self.engine.begin() as connection:
-            rows = connection.execute(text(
-                "SELECT id, user_id, severity, payload FROM alert_outbox WHERE published_at IS NULL"
-                " ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"), {"limit": limit}).all()
+            rows = connection.execute(PENDING, {"limit": limit}).all()
+            if not rows:
+                return 0
+            tried = dict(connection.execute(TRIED, {"ids": [row.id for row in rows]}).all())
+            found = self._on_topic(set(tried), since=min(tried.values())) if tried else []
+            if tried:
+                self._mark(connection, found)
+                log("alerts_reconciled", tried=len(tried), already_on_topic=len(found))
+                already = {alert_id for alert_id, _, _ in found}
+                rows = [row for row in rows if row.id not in already]
+            with self.engine.begin() as attempts:  # committed before anything is sent
+                attempts.execute(NOTE_ATTEMPTS, {"ids": [row.id for row in rows]})
             sends = [(row, self.producer.send(self.topic, key=row.user_id.encode(),
                                               value=row.payload.encode(),
                                               headers=[("alert_id", str(row.id).encode())]))
@@ -131,48 +158,33 @@ class AlertPublisher:
             self._mark(connection, [(row.id, meta.partition, meta.offset) for row, meta in published])
         for row, _ in published:
             log("alert", severity=row.severity, alert=row.payload)
-        return len(published)
+        return len(published) + len(found)
 
-    def reconcile(self):
-        """Mark as published the pending alerts already on the topic (sent just
-        before a crash, never marked)."""
-        with self.engine.connect() as connection:
-            pending = set(connection.execute(text(
-                "SELECT id FROM alert_outbox WHERE published_at IS NULL")).scalars())
-            resume = dict(connection.execute(text(
-                "SELECT kafka_partition, max(kafka_offset) + 1 FROM alert_outbox"
-                " WHERE published_at IS NOT NULL GROUP BY kafka_partition")).all())
-        if not pending:
-            return
-        found = [(alert_id, partition, offset)
-                 for alert_id, partition, offset in self._alert_ids_on_topic(resume)
-                 if alert_id in pending]
-        with self.engine.begin() as connection:
-            self._mark(connection, found)
-        log("alerts_reconciled", pending=len(pending), already_on_topic=len(found))
-
-    def _alert_ids_on_topic(self, resume):
-        """(alert id, partition, offset) of every alert on the topic after `resume`."""
+    def _on_topic(self, alert_ids, since):
+        """(alert id, partition, offset) of the alerts among `alert_ids` that
+        are on the topic, read from a little before `since` to its end.
+        Records without a numeric `alert_id` header (another producer's) are
+        passed over."""
         consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs(), enable_auto_commit=False,
                                  consumer_timeout_ms=2000)
         try:
             partitions = [TopicPartition(self.topic, p) for p in consumer.partitions_for_topic(self.topic)]
             consumer.assign(partitions)
+            start_ms = int(since.timestamp() * 1000) - CLOCK_SKEW_MS
+            starts = consumer.offsets_for_times({tp: start_ms for tp in partitions})
             ends = consumer.end_offsets(partitions)
             for tp in partitions:
-                if tp.partition in resume:
-                    consumer.seek(tp, resume[tp.partition])
-                else:
-                    consumer.seek_to_beginning(tp)
-            read_to_end = lambda: all(consumer.position(tp) >= ends[tp] for tp in partitions)
-            if read_to_end():
-                return
-            for record in consumer:  # ends by itself when nothing more arrives
-                alert_id = dict(record.headers).get("alert_id")
-                if alert_id:
-                    yield int(alert_id), record.partition, record.offset
-                if read_to_end():
-                    return
+                consumer.seek(tp, starts[tp].offset if starts[tp] else ends[tp])
+            found, deadline = [], time.monotonic() + READ_TIMEOUT_S
+            while any(consumer.position(tp) < ends[tp] for tp in partitions):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the alerts topic could not be read to its end")
+                for records in consumer.poll(timeout_ms=1000).values():
+                    for record in records:
+                        alert_id = dict(record.headers or []).get("alert_id", b"")
+                        if alert_id.isdigit() and int(alert_id) in alert_ids:
+                            found.append((int(alert_id), record.partition, record.offset))
+            return found
         finally:
             consumer.close()
 
@@ -183,3 +195,5 @@ class AlertPublisher:
                 "UPDATE alert_outbox SET published_at = now(), kafka_partition = :partition,"
                 " kafka_offset = :offset WHERE id = :id AND published_at IS NULL"),
                 [{"id": i, "partition": p, "offset": o} for i, p, o in published])
+            connection.execute(text("DELETE FROM alert_sends WHERE alert_id = ANY(:ids)"),
+                               {"ids": [i for i, _, _ in published]})

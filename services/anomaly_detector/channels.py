@@ -147,9 +147,14 @@ def configured_channels(environ):
 
 
 class ChannelDelivery:
-    def __init__(self, engine, channels, stop_requested):
+    """Delivers the outbox's alerts to the channels, skipping those older
+    than `retention_hours` (0: none), so a channel turned on later does not
+    send every alert ever raised."""
+
+    def __init__(self, engine, channels, retention_hours, stop_requested):
         self.engine = engine
         self.channels = {channel.severity: channel for channel in channels}
+        self.retention_hours = retention_hours
         self.stop_requested = stop_requested
         self._thread = threading.Thread(target=self._run, name="alert-channels", daemon=True)
 
@@ -171,8 +176,9 @@ class ChannelDelivery:
                 "SELECT id, severity, payload, delivery_attempts FROM alert_outbox"
                 " WHERE delivered_at IS NULL AND refused_at IS NULL AND severity = ANY(:severities)"
                 " AND next_delivery_at <= now()"
+                " AND (:hours = 0 OR window_start >= now() - make_interval(hours => :hours))"
                 " ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"),
-                {"severities": list(self.channels), "limit": limit}).all()
+                {"severities": list(self.channels), "limit": limit, "hours": self.retention_hours}).all()
             for row in rows:
                 self._deliver(connection, row)
 

@@ -1,0 +1,62 @@
+"""Rows older than RETENTION_HOURS (by their window's start) deleted by a
+thread, a few thousand per short transaction, so a full table never costs
+Postgres its INSERT rights and a batch's transaction never waits long."""
+
+import threading
+
+from sqlalchemy import text
+
+from shared.logs import log
+
+ROWS_PER_DELETE = 5000
+EVERY_SECONDS = 60
+
+# Each statement deletes at most :rows rows older than :hours hours.
+WINDOWED_COUNTS = """
+    DELETE FROM windowed_counts WHERE (window_start, word) IN (
+        SELECT window_start, word FROM windowed_counts
+        WHERE window_start < now() - make_interval(hours => :hours) LIMIT :rows)"""
+# Published alerts only: delivery skips those older than the retention anyway.
+ALERT_OUTBOX = """
+    DELETE FROM alert_outbox WHERE id IN (
+        SELECT id FROM alert_outbox
+        WHERE published_at IS NOT NULL AND window_start < now() - make_interval(hours => :hours)
+        LIMIT :rows)"""
+
+
+class Retention:
+    def __init__(self, engine, tables: dict[str, str], hours: int, stop_requested: threading.Event):
+        """`tables`: {table name: its delete statement}. `hours` 0 keeps everything."""
+        self.engine = engine
+        self.tables = tables
+        self.hours = hours
+        self.stop_requested = stop_requested
+        self._thread = threading.Thread(target=self._run, name="retention", daemon=True)
+
+    def start(self):
+        if self.hours:
+            self._thread.start()
+
+    def _run(self):
+        while not self.stop_requested.is_set():
+            try:
+                self.delete_old_rows()
+            except Exception as error:  # noqa: BLE001 - Postgres away: next time
+                log("retention_failed", error=type(error).__name__)
+            self.stop_requested.wait(EVERY_SECONDS)
+
+    def delete_old_rows(self) -> dict[str, int]:
+        """Deletes what is past the retention; {table: rows deleted}."""
+        deleted = {}
+        for table, statement in self.tables.items():
+            deleted[table] = 0
+            while not self.stop_requested.is_set():
+                with self.engine.begin() as connection:
+                    count = connection.execute(text(statement), {"hours": self.hours,
+                                                                 "rows": ROWS_PER_DELETE}).rowcount
+                deleted[table] += count
+                if count < ROWS_PER_DELETE:
+                    break
+            if deleted[table]:
+                log("retention", table=table, deleted=deleted[table], hours=self.hours)
+        return deleted
