@@ -46,6 +46,10 @@ class GroupMember(ConsumerRebalanceListener):
         self.partitions = None  # assigned to this copy; None while the group rebalances
         self._query = None
         self._lock = threading.Lock()
+        # The progress of the last micro-batch, handed over by Spark's listener
+        # thread; the consumer is used by the polling thread alone (kafka-python's
+        # consumer is not thread-safe).
+        self._to_commit = None
         self._stop_requested = stop_requested
         self._outage = kafka_outage(stop_requested)
         self._consumer = self._outage.retry(lambda: KafkaConsumer(
@@ -67,8 +71,13 @@ class GroupMember(ConsumerRebalanceListener):
         return None
 
     def poll(self, seconds=0.5):
-        """Keep the membership; a rebalance runs its callbacks from here.
-        While the broker cannot be reached, waits with backoff instead."""
+        """Keep the membership and commit the last micro-batch's offsets; a
+        rebalance runs its callbacks from here. While the broker cannot be
+        reached, waits with backoff instead."""
+        with self._lock:
+            progress, self._to_commit = self._to_commit, None
+        if progress is not None and self._owns(progress):
+            self._commit_in_background(progress)
         self._outage.attempt(lambda: self._consumer.poll(timeout_ms=int(seconds * 1000)))
 
     def wait(self, seconds, stop_requested):
@@ -151,13 +160,16 @@ class GroupMember(ConsumerRebalanceListener):
         self._outage.retry(lambda: self._consumer.commit(self._offsets(offsets)))
 
     def commit(self, progress):
-        """Commit in the background where a micro-batch ended."""
-        if self._owns(progress):
-            self._commit_in_background(progress)
+        """Where a micro-batch ended, committed by the next poll(). Called on
+        Spark's listener thread; never blocks."""
+        with self._lock:
+            self._to_commit = progress
 
     def commit_last(self, query):
         """At a stop: commit where the query's last micro-batch ended, unless a
         rebalance took its partitions (and committed) already."""
+        with self._lock:
+            self._to_commit = None  # the last progress is committed here
         if query.lastProgress and self._owns(query.lastProgress):
             try:
                 self._consumer.commit(self._offsets(end_offsets(query.lastProgress)),
@@ -180,7 +192,7 @@ class GroupMember(ConsumerRebalanceListener):
     def on_partitions_revoked(self, revoked):
         with self._lock:
             query, self._query = self._query, None
-            self.partitions = None
+            self.partitions, self._to_commit = None, None
         if query is not None and query.isActive:
             stop_gracefully(query)
             log("partitions_revoked", group=self.group_id)

@@ -2,11 +2,17 @@
 (tests/echo_worker.py), its per-batch log lines, its progress in the consumer
 group, and a clean stop on SIGTERM sent to the whole process group."""
 
+import json
 import signal
+import threading
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from kafka import TopicPartition
+
+from shared.config import load
+from shared.group_member import GroupMember
 
 from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
 from tests.processes import MODES, assert_no_secret_in, wait_until
@@ -126,3 +132,22 @@ def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):
     output = worker.output()
     assert output.strip() == "config error: KAFKA_TRUSTED_CERT is required for kafka+ssl:// brokers"
     assert "secret-broker" not in output
+
+
+def test_offsets_reported_on_the_listeners_thread_are_committed_by_the_polling_thread(stack, prefix):
+    member = GroupMember(load(stack.environment(prefix)).kafka, "handover", "textlines", threading.Event())
+    try:
+        assert member.wait_for_partitions(threading.Event()) == (0, 1)
+        member.start(lambda: SimpleNamespace(runId="run-1", isActive=False))
+        topic = prefix + "textlines"
+        progress = SimpleNamespace(runId="run-1", sources=[
+            SimpleNamespace(endOffset=json.dumps({topic: {"0": 5, "1": 7}}))])
+        listener = threading.Thread(target=member.commit, args=(progress,))
+        listener.start()
+        listener.join()
+        group = prefix + "handover-app"
+        assert committed_offsets(stack, group, topic) == {}  # the listener's thread left the consumer alone
+        member.poll()
+        wait_until(lambda: committed_offsets(stack, group, topic) == {0: 5, 1: 7}, 30, "the commit")
+    finally:
+        member.close()
