@@ -91,6 +91,13 @@ class GroupMember(ConsumerRebalanceListener):
             self._query = start_query()
             return self._query
 
+    def forget(self, query):
+        """The query is over: a report of it still on its way (Spark's
+        listener runs behind the query) must not commit over what follows."""
+        with self._lock:
+            if self._query is query:
+                self._query, self._to_commit = None, None
+
     def committed(self):
         """{partition: next offset} as committed by the group, for the assigned partitions."""
         offsets = self._outage.retry(lambda: {

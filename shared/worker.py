@@ -235,6 +235,7 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
                 while query.isActive and query.lastProgress is None and not context.stop_requested.is_set():
                     member.poll(0.1)
                 stop_gracefully(query)
+                member.forget(query)
                 if query.lastProgress is None:  # its one batch did not go through
                     return False  # failed or stopping: the main loop retries or stops
         if context.progress:

@@ -1,9 +1,15 @@
 """The aggregator's per-batch counting on static DataFrames."""
 
 import datetime
+from types import SimpleNamespace
 
-from services.aggregator.topology import run_thresholds, summarize
+from services.aggregator import __main__ as aggregator
+from services.aggregator import topology
+from services.aggregator.topology import run_thresholds
 from shared.events import PLACE_FIELDS
+from shared.exactly_once import engine_for
+from shared.migrations import migrate
+from tests.postgres import postgres_url, windowed_counts
 
 UTC = datetime.timezone.utc
 T0 = 1_795_000_200  # an epoch second that is a multiple of 10 and 60
@@ -30,10 +36,14 @@ def encoded_place(*fields):
     return "".join(str(value).zfill(digits) for value, (_, digits, _) in zip(fields, PLACE_FIELDS)).encode()
 
 
-def summary(spark, records, window_seconds=10, thresholds=None):
-    """A batch's summary, the records' offsets in the order given."""
+def summary(spark, records, window_seconds=10, thresholds=None, slices=1):
+    """A batch's summary and its COPY text (`lines`, from `slices` parts), the
+    records' offsets in the order given."""
     frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
-    return summarize(frame, window_seconds, thresholds or {}).first()
+    groups = topology.grouped(frame, window_seconds, thresholds or {})
+    parts = [topology.copy_text(groups, slices, part).first().lines for part in range(slices)]
+    return SimpleNamespace(**topology.summary(groups).first().asDict(), parts=parts,
+                           lines="\n".join(part for part in parts if part))
 
 
 def parsed(lines):
@@ -149,3 +159,31 @@ def test_a_malformed_place_is_no_place(spark):
         record("a", T0, place=well_formed + b"0"), record("a", T0, place=b"")], before={(0, 0): (9, 0)})
     assert got == {(T0, "a"): 4}
     assert after == {(0, 0): (9, 0)}
+
+
+def test_the_copy_text_comes_in_slices_that_hold_each_count_once(spark):
+    records = [record(f"w{n % 37}", T0 + n % 30, event_time=T0 + n % 30) for n in range(500)]
+    whole, sliced = summary(spark, records), summary(spark, records, slices=4)
+    assert whole.copy_bytes == len(whole.lines) + 1  # each line with its newline
+    assert all(sliced.parts)
+    assert sorted(sliced.lines.split("\n")) == sorted(whole.lines.split("\n"))
+    assert len(parsed(whole.lines)) == whole.rows == 37 * 3
+
+
+def test_counts_copied_in_parts_reach_postgres_whole(spark, database_url, monkeypatch):
+    monkeypatch.setattr(aggregator, "COPY_PART_BYTES", 200)  # about 10 lines a part
+    records = [record(f"w{n % 37}", T0 + n % 30, event_time=T0 + n % 30) for n in range(500)]
+    frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
+    groups = topology.grouped(frame, 10, {}).persist()
+    result = topology.summary(groups).first()
+    engine = engine_for(postgres_url(database_url))
+    try:
+        migrate(engine)
+        with engine.begin() as connection:
+            aggregator.add_counts(connection, groups, result, 10)
+    finally:
+        engine.dispose()
+        groups.unpersist()
+    assert result.copy_bytes > 10 * 200
+    counts, lengths = windowed_counts(database_url)
+    assert len(counts) == 37 * 3 and sum(counts.values()) == 500 and lengths == {10}

@@ -13,7 +13,7 @@ from shared.certificates import CertificateAuthority
 from tests.channel_servers import EventsApiServer, SmtpServer
 from tests.kafka_io import end_offsets, produce, read_all
 from tests.postgres import query
-from tests.processes import MODES, wait_until
+from tests.processes import MODES, assert_no_secret_in, wait_until
 
 T0 = 1_795_000_200  # window A starts here; window B 10 s later
 FAILURES_IN_A = {"u150": 150, "u101": 101, "u100": 100, "u60": 60, "u51": 51, "u50": 50, "split": 60}
@@ -120,6 +120,7 @@ def test_exactly_the_contracts_alerts_however_batched(stack, prefix, database_ur
     assert len(worker.log_lines("alert")) == len(EXPECTED)
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
+    assert_no_secret_in(worker.output(), stack.environment(prefix))
 
 
 def test_sigkill_mid_stream_then_restart_neither_loses_nor_repeats_an_alert(

@@ -5,12 +5,14 @@ import ssl
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from sqlalchemy.engine import make_url
 
 from shared.certificates import CertificateAuthority
+from shared import config as config_module
 from shared.config import ConfigError, load
 from shared.spark import driver_memory
 
@@ -87,17 +89,21 @@ def test_tls_for_spark_names_variables_that_hold_the_pems_with_a_pkcs8_key(tls_e
     assert public_key_of(key) == public_key_of(tls_env["KAFKA_CLIENT_CERT_KEY"])
 
 
-def test_tls_for_kafka_python_is_a_verifying_context_whose_key_file_is_gone_once_loaded(tls_env):
-    def key_folders():
-        return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("kafka-tls-")}
-
-    before = key_folders()
+def test_tls_for_kafka_python_is_a_verifying_context_whose_key_file_is_gone_once_loaded(
+        tls_env, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # other test processes use the real one
+    written, real_open = [], os.open
+    monkeypatch.setattr(os, "open", lambda path, *args, **kwargs: written.append(path) or real_open(path, *args, **kwargs))
+    config_module.ssl_context.cache_clear()
     kwargs = load(tls_env).kafka.kafka_python_kwargs()
     assert kwargs["security_protocol"] == "SSL"
     context = kwargs["ssl_context"]
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname is False
     assert len(context.get_ca_certs()) == 1
-    assert key_folders() == before
+    pem_files = [Path(path) for path in written if str(path).endswith(".pem")]
+    assert [path.name for path in pem_files] == ["cert.pem", "key.pem"]
+    assert all(path.is_relative_to(tmp_path) for path in pem_files)
+    assert os.listdir(tmp_path) == []
 
 
 def test_tls_needs_the_trusted_cert(tls_env):

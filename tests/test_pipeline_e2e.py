@@ -13,7 +13,7 @@ from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLReso
 from shared.local_stack import CLIENT_PRINCIPAL
 from tests.kafka_io import committed_offsets, end_offsets, produce
 from tests.postgres import query, windowed_counts
-from tests.processes import wait_until
+from tests.processes import assert_no_secret_in, wait_until
 
 T0_MS = 1_795_000_200_000  # the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "東京", "café"]
@@ -127,6 +127,7 @@ def test_a_batch_that_fails_after_writing_part_of_its_words_counts_every_word_on
     batch_lines = wait_for_exact_counts(stack, prefix, database_url, workers, lines)
     assert_repeats_were_dropped(batch_lines)
     assert "Traceback" not in worker.output()
+    assert_no_secret_in("".join(w.output() for w in workers.started), stack.environment(prefix))
 
 
 def test_broker_killed_while_the_workers_start_delays_them_and_loses_nothing(
@@ -163,13 +164,16 @@ def test_broker_killed_mid_stream_delays_the_workers_and_loses_nothing(stack, pr
 
 def test_text_processor_copies_joining_and_leaving_count_every_word_once(stack, prefix, database_url, workers):
     lines = make_lines(4 * BATCH_LINES, seed=5)
-    send(stack, prefix, lines)
+    send(stack, prefix, lines[:3 * BATCH_LINES])
     # Batches small enough that the backlog outlasts a copy's start-up.
     small_batches = {"MAX_OFFSETS_PER_TRIGGER": "1000"}
     first = workers.start("services.text_processor", **small_batches)
     wait_inside_a_batch(stack, prefix)
     second = workers.start("services.text_processor", **small_batches)  # joins: a rebalance
     wait_until(lambda: second.log_lines("batch"), 180, "the second copy's first batch")
+    # 10,000 lines per partition, 1,000 a batch: more than the first copy
+    # can finish between this send and its stop.
+    send(stack, prefix, lines[3 * BATCH_LINES:])
     first.signal(signal.SIGTERM)  # leaves: the second takes its partitions over
     assert first.wait(30) == 0
     assert sum(committed_lines(stack, prefix).values()) < len(lines), "nothing was left to hand over"

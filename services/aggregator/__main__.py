@@ -1,10 +1,10 @@
 """aggregator_worker: words -> windowed_counts, exactly once. See topology.py."""
 
-import io
+import math
 
 from sqlalchemy import text
 
-from services.aggregator.topology import run_thresholds, summarize
+from services.aggregator.topology import copy_text, grouped, run_thresholds, summary
 from shared import worker
 from shared.exactly_once import foreach_batch
 from shared.retention import WINDOWED_COUNTS, Retention
@@ -31,11 +31,37 @@ STORE_PLACE = text("""
     SET line_offset = EXCLUDED.line_offset, word_index = EXCLUDED.word_index""")
 
 
-def add_counts(connection, summary, window_seconds):
-    if summary.rows:
+# The COPY text is collected this much at a time (about 500,000 counts of
+# 20-letter words), so a batch of long distinct words cannot fill the
+# driver: 2,000,000 words of 2,000 bytes would be 8 GB of text.
+COPY_PART_BYTES = 32 << 20
+
+
+class CopySource:
+    """A batch's COPY text as a file of bytes, read a slice at a time: the
+    text is ASCII (hex words), so no second whole copy is made (io.StringIO
+    held 4 bytes a character)."""
+
+    def __init__(self, parts):
+        self.parts, self.text, self.at = iter(parts), "", 0
+
+    def read(self, size: int) -> bytes:
+        while self.at >= len(self.text):
+            part = next(self.parts, None)
+            if part is None:
+                return b""
+            self.text, self.at = part + "\n" if part else "", 0
+        chunk, self.at = self.text[self.at:self.at + size], self.at + size
+        return chunk.encode("ascii")
+
+
+def add_counts(connection, groups, result, window_seconds):
+    if result.rows:
+        slices = math.ceil(result.copy_bytes / COPY_PART_BYTES)
+        parts = (copy_text(groups, slices, part).first().lines or "" for part in range(slices))
         with connection.connection.cursor() as cursor:
             cursor.execute(BATCH_TABLE)
-            cursor.copy_expert("COPY batch_counts FROM STDIN", io.StringIO(summary.lines))
+            cursor.copy_expert("COPY batch_counts FROM STDIN", CopySource(parts), size=1 << 20)
             cursor.execute(ADD_COUNTS, {"window_seconds": window_seconds})
 
 
@@ -49,23 +75,26 @@ def start_query(context, source, checkpoint):
         return {(w, p): (offset, index) for w, p, offset, index in rows}
 
     def summarize_batch(batch):
-        """The batch's summary and the highest places after it. (The fence
-        on offsets guarantees nobody else moved those places meanwhile: they
-        move only with the offsets, in one transaction.)"""
+        """The batch's groups (cached until its transaction is committed),
+        its summary and the highest places after it. (The fence on offsets
+        guarantees nobody else moved those places meanwhile: they move only
+        with the offsets, in one transaction.)"""
         before = counted_places()
 
-        def summary(thresholds):
-            return summarize(batch, window_seconds, thresholds).first()
+        def summarized(thresholds):
+            uncache(batch)
+            groups = grouped(batch, window_seconds, thresholds).persist()
+            return groups, summary(groups).first()
 
-        result = summary(before)
+        groups, result = summarized(before)
         per_run, after, repeats = run_thresholds(before, result.runs)
         if repeats:
-            result = summary(per_run)
-        return result, {pair: place for pair, place in after.items() if before.get(pair) != place}
+            groups, result = summarized(per_run)
+        return groups, result, {pair: place for pair, place in after.items() if before.get(pair) != place}
 
     def write(connection, summarized):
-        result, moved = summarized
-        add_counts(connection, result, window_seconds)
+        groups, result, moved = summarized
+        add_counts(connection, groups, result, window_seconds)
         if moved:
             connection.execute(STORE_PLACE, [
                 {**owner, "partition": w, "line_partition": p, "line_offset": offset, "word_index": index}
@@ -76,8 +105,15 @@ def start_query(context, source, checkpoint):
                 "skipped_repeated": result.repeated, "skipped_bad_time": result.bad_time,
                 "skipped_bad_key": result.bad_key}
 
-    write_batch = foreach_batch(context, checkpoint, summarize_batch, write)
+    write_batch = foreach_batch(context, checkpoint, summarize_batch, write,
+                                after_commit=lambda: uncache(source))
     return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
+
+
+def uncache(frame):
+    """Nothing else of this process is cached: a batch that failed left its
+    groups behind."""
+    frame.sparkSession.catalog.clearCache()
 
 
 def setup(context):

@@ -124,54 +124,75 @@ def _at_or_below_threshold() -> Column:
         F.lit(False))
 
 
-def summarize(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
-    """One micro-batch in one row, in one pass over its records:
+def grouped(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
+    """A micro-batch's records grouped two ways, in one aggregation over them:
 
-    * `lines`: the counts for Postgres's COPY (text format: window_start, the
-      word's UTF-8 bytes in hex so nothing needs escaping, count), made in
-      Spark so Python handles one string per batch instead of a row per word;
-    * `rows` and `counted`: how many counts and words those lines hold;
-    * `repeated`, `bad_time`, `bad_key`: the records skipped for each reason;
-    * `runs`: per (partition, line_partition, run), its first offset in the
+    * per (status, window_start, word): `n`, the records of that count;
+    * per run (partition, line_partition, run): its first offset in the
       batch, its lowest line offset and its highest place, to find repeats
       across runs and the new thresholds."""
-    run_columns, summary_columns = _summary_aggregations()
-    # Both groupings in one aggregation over the records.
     return classified(words, window_seconds, thresholds).groupingSets(
         [["status", "window_start", "word"], list(RUN)], "status", "window_start", "word", *RUN,
-    ).agg(*run_columns).agg(*summary_columns)
+    ).agg(*_group_aggregations())
 
 
 @functools.cache
-def _summary_aggregations() -> tuple[list[Column], list[Column]]:
-    """The grouping's aggregations, and the summary's over its groups.
+def _group_aggregations() -> list[Column]:
+    """A run's places grow with the offsets, so its highest place is that of
+    its last record. Only plain minimums and maximums of numbers, and one
+    max_by, keep the aggregation hashed and its buffers narrow: a run's
+    lowest place as a min_by pair, or a struct's max, took a third more time
+    per batch."""
+    return [F.count("*").alias("n"), F.min("offset").alias("first_offset"),
+            F.min("line_offset").alias("lowest_line_offset"),
+            F.max("line_offset").alias("highest_line_offset"),
+            F.max_by("word_index", "offset").alias("highest_word_index"),
+            F.grouping("run").alias("is_count")]
 
-    A run's places grow with the offsets, so its highest place is that of its
-    last record. Only plain minimums and maximums of numbers, and one max_by,
-    keep the aggregation hashed and its buffers narrow: a run's lowest place
-    as a min_by pair, or a struct's max, took a third more time per batch."""
-    groups = [F.count("*").alias("n"), F.min("offset").alias("first_offset"),
-              F.min("line_offset").alias("lowest_line_offset"),
-              F.max("line_offset").alias("highest_line_offset"),
-              F.max_by("word_index", "offset").alias("highest_word_index"),
-              F.grouping("run").alias("is_count")]
+
+def summary(groups: DataFrame) -> DataFrame:
+    """The batch in one row: `rows` and `counted` (the counts to store and the
+    words they hold), `copy_bytes` (the size of their COPY text), `repeated`,
+    `bad_time` and `bad_key` (the records skipped for each reason), and
+    `runs` (each run's group)."""
+    return groups.agg(*_summary_columns())
+
+
+@functools.cache
+def _summary_columns() -> list[Column]:
     is_count = F.col("is_count") == 1
 
     def skipped(status):
         return F.coalesce(F.sum(F.when(is_count & (F.col("status") == status), F.col("n"))), F.lit(0))
 
-    is_word = is_count & (F.col("status") == COUNTED)
-    line = F.concat_ws("\t", "window_start", F.hex("word"), "n")
     run = F.struct(*RUN, "first_offset", "lowest_line_offset",
                    F.struct(*[F.col(f"highest_{name}").alias(name) for name in PLACE]).alias("highest"))
-    summary = [
-        F.string_agg(F.when(is_word, line), "\n").alias("lines"),
-        F.count_if(is_word).alias("rows"),
-        F.coalesce(F.sum(F.when(is_word, F.col("n"))), F.lit(0)).alias("counted"),
+    return [
+        F.count_if(_is_word()).alias("rows"),
+        F.coalesce(F.sum(F.when(_is_word(), F.col("n"))), F.lit(0)).alias("counted"),
+        F.coalesce(F.sum(F.when(_is_word(), F.octet_length(_copy_line()) + 1)), F.lit(0)).alias("copy_bytes"),
         *[skipped(status).alias(name) for status, name in SKIPPED.items()],
         F.collect_list(F.when(~is_count & F.col("run").isNotNull(), run)).alias("runs"),
     ]
-    return groups, summary
+
+
+def copy_text(groups: DataFrame, slices: int, part: int) -> DataFrame:
+    """One row, `lines`: the counts of one of `slices` parts of the words, as
+    Postgres's COPY text (window_start, the word's UTF-8 bytes in hex so
+    nothing needs escaping, count), made in Spark so Python handles one string
+    per part instead of a row per word."""
+    in_part = F.pmod(F.xxhash64("word"), F.lit(slices)) == part
+    return groups.where(_is_word() & in_part).agg(F.string_agg(_copy_line(), "\n").alias("lines"))
+
+
+@functools.cache
+def _is_word() -> Column:
+    return (F.col("is_count") == 1) & (F.col("status") == COUNTED)
+
+
+@functools.cache
+def _copy_line() -> Column:
+    return F.concat_ws("\t", "window_start", F.hex("word"), "n")
 
 
 def run_thresholds(counted_before: dict, runs) -> tuple[dict, dict, bool]:
