@@ -21,14 +21,21 @@ CONFIG = SimpleNamespace(email_threshold=50, urgent_threshold=100, window_second
 T0 = 1_795_000_000  # a window start
 
 
-def test_old_windows_are_pruned_and_a_late_record_never_alerts_twice(database_url):
+@pytest.fixture
+def batch(database_url):
+    """Records one batch's failure counts in its own transaction, as the detector does."""
     engine = engine_for(postgres_url(database_url))
     migrate(engine)
 
-    def batch(counts):
+    def record(counts):
         with engine.begin() as connection:
             return record_failures(connection, counts, CONFIG)
 
+    yield record
+    engine.dispose()
+
+
+def test_old_windows_are_pruned_and_a_late_record_never_alerts_twice(database_url, batch):
     assert batch({("alice", T0): 60}) == (1, 0)  # one email alert, nothing pruned
     assert batch({("bob", T0 + KEEP_WINDOWS_SECONDS): 1}) == (0, 0)  # alice's window: just kept
     assert batch({("bob", T0 + KEEP_WINDOWS_SECONDS + 10): 1}) == (0, 1)  # now a day too old
@@ -38,22 +45,13 @@ def test_old_windows_are_pruned_and_a_late_record_never_alerts_twice(database_ur
     # Alice's window counts again from zero; its crossing was alerted already.
     assert batch({("alice", T0): 60}) == (0, 0)
     assert query(database_url, "SELECT user_id, severity FROM alert_outbox") == [("alice", "email")]
-    engine.dispose()
 
 
-def test_a_window_in_the_future_prunes_nothing_that_is_still_filling(database_url):
-    engine = engine_for(postgres_url(database_url))
-    migrate(engine)
-
-    def batch(counts):
-        with engine.begin() as connection:
-            return record_failures(connection, counts, CONFIG)
-
+def test_a_window_in_the_future_prunes_nothing_that_is_still_filling(batch):
     now = int(time.time()) // 10 * 10
     assert batch({("alice", now): 45}) == (0, 0)
     assert batch({("mallory", now + 2 * KEEP_WINDOWS_SECONDS): 1}) == (0, 0)  # two days ahead
     assert batch({("alice", now): 45}) == (1, 0)  # 90 failures: the email alert
-    engine.dispose()
 
 
 class ProcessDied(Exception):
