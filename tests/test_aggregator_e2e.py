@@ -116,7 +116,7 @@ class SteadyInput:
 def test_sigkill_at_random_moments_loses_and_doubles_nothing(stack, prefix, database_url, workers):
     rng = random.Random(3)
     small = {"MAX_OFFSETS_PER_TRIGGER": "700"}
-    input_ = SteadyInput(stack, prefix, 20_000)
+    input_ = SteadyInput(stack, prefix, 10_000)
     for kill in range(3):
         worker = workers.start("services.aggregator", **small)
         already = stored_total(database_url, prefix) if kill else 0
@@ -127,7 +127,8 @@ def test_sigkill_at_random_moments_loses_and_doubles_nothing(stack, prefix, data
         worker.wait(30)
     workers.start("services.aggregator", **small)
     wait_until(input_.done.is_set, 120, "all input sent")
-    wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
+    # Each restart after a SIGKILL first waits out the dead copy's 30 s session.
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 300, "all words stored")
     assert_exact(database_url, expected_counts(input_.records))
 
 
