@@ -1,7 +1,9 @@
 # make setup   virtualenv with the pinned requirements, and the JVM jars
+#              (Maven from PATH, or fetched by bin/maven)
 # make slug    a slug-like folder built as Heroku's buildpacks would; prints its size
-# make test    the whole test suite (real Kafka, Postgres and Spark), on the
-#              slug's pruned Spark
+# make test    lint, then the whole test suite (real Kafka, Postgres and
+#              Spark), on the slug's pruned Spark
+# make test-fast  lint and the tests that start no broker, Postgres or Spark (seconds)
 # make run     the local stack (Kafka + Postgres) and the workers
 # make bench   the benchmarks, reported as numbers
 # Every target does its own setup first.
@@ -10,12 +12,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # -C: fail on a checksum mismatch. settings.xml: Maven Central only.
-MVN := mvn -q -B -C -s jvm/settings.xml
+MVN := bin/maven -q -B -C -s jvm/settings.xml
 
 SLUG := build/slug
 SLUG_SPARK := $(CURDIR)/$(SLUG)/.heroku/python/lib/python3.11/site-packages/pyspark
 
-.PHONY: setup jars slug test run bench clean
+.PHONY: setup jars slug lint test test-fast run bench clean
 
 setup: $(VENV)/.installed jars
 
@@ -52,11 +54,19 @@ $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connec
 # tests mostly wait (session timeouts, restarts, deadlines): 3 processes,
 # each with its own broker and Postgres: 19 to 23 min where one took 28 (2 cores).
 TEST_PROCESSES ?= 3
-test: setup slug
+test: lint slug
 	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
+test-fast: lint
+	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
+
+# ruff and mypy as pyproject.toml configures them.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
 run: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m shared.local_stack -- honcho -f Procfile.local start
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m devstack.local_stack -- honcho -f Procfile.local start
 
 bench: setup
 	$(PY) -m benchmarks

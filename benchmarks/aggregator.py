@@ -15,9 +15,17 @@ from kafka import KafkaProducer
 from pyspark.sql import functions as F
 from sqlalchemy import text
 
+from benchmarks.harness import (
+    local_stack,
+    migrated_engine,
+    percentile,
+    report,
+    spark_preload,
+    stored_offsets,
+    wait_for_drain,
+)
+from devstack.processes import MeasuredWorker
 from shared.events import place_value
-from benchmarks.harness import (MeasuredWorker, local_stack, migrated_engine, percentile, report,
-                                spark_preload, stored_offsets, wait_for_drain)
 
 PREFIX = "bench."
 VOCABULARY = 50_000
@@ -74,7 +82,8 @@ def main():
 def probe_latencies(stack, topic, engine):
     """Seconds from producing a unique word to its row appearing in Postgres."""
     producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=0)
-    sent_at, seen_at = {}, {}
+    sent_at: dict[str, float] = {}
+    seen_at: dict[str, float] = {}
     began = time.monotonic()
     deadline = began + PROBES / PROBE_RATE + 60
     with engine.connect() as connection:

@@ -14,8 +14,17 @@ import time
 from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import functions as F
 
-from benchmarks.harness import (MeasuredWorker, local_stack, migrated_engine, percentile, report,
-                                spark_preload, stored_offsets, wait_for_drain, wait_until)
+from benchmarks.harness import (
+    local_stack,
+    migrated_engine,
+    percentile,
+    report,
+    spark_preload,
+    stored_offsets,
+    wait_for_drain,
+)
+from devstack.local_stack import wait_until
+from devstack.processes import MeasuredWorker
 
 PREFIX = "bench."
 PROBES = 100
@@ -60,7 +69,8 @@ def alert_latencies(stack):
                              auto_offset_reset="latest", consumer_timeout_ms=100)
     wait_until(lambda: consumer.poll(100) is not None and consumer.assignment(), 30, "an assignment")
     producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, linger_ms=0)
-    crossed_at, alerted_at = {}, {}
+    crossed_at: dict[str, float] = {}
+    alerted_at: dict[str, float] = {}
     for probe in range(PROBES):
         user = f"probe{probe}"
         line = f"user_id: {user} | action: login failed".encode()

@@ -1,68 +1,11 @@
-"""What the benchmark cases share: a stack, a worker process, its peak RSS."""
+"""What the benchmark cases share: a stack, a drained backlog's numbers, a report line."""
 
 import os
-import shlex
-import signal
-import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
-import psutil
-
-from shared.local_stack import LocalStack, wait_until  # noqa: F401 - for the cases
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class MeasuredWorker:
-    """A worker process whose Python and JVM are sampled for RSS."""
-
-    def __init__(self, module, env, log_path):
-        self.log_path = log_path
-        self._log = open(log_path, "w")
-        self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT,
-                                        env={**os.environ, **env}, stdout=self._log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-        self.peak_rss = 0
-        self.peak_rss_by_program = {}  # "python" / "java": the largest each reached
-        self._sampling = True
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
-
-    def _sample(self):
-        root = psutil.Process(self.process.pid)
-        while self._sampling:
-            try:
-                # Python and its JVM only: the JVM's short-lived spawn helpers
-                # (Hadoop running chmod on checkpoint files) share its address
-                # space (posix_spawn uses CLONE_VM) and would count it twice.
-                tree = [p for p in (root, *root.children(recursive=True))
-                        if p.name() in ("python", "java")]
-                rss = {p.name(): p.memory_info().rss for p in tree}
-                self.peak_rss = max(self.peak_rss, sum(rss.values()))
-                for name, size in rss.items():
-                    self.peak_rss_by_program[name] = max(size, self.peak_rss_by_program.get(name, 0))
-            except psutil.Error:
-                pass
-            time.sleep(0.2)
-
-    def batches(self):
-        lines = Path(self.log_path).read_text(errors="replace").splitlines()
-        return [dict(pair.split("=", 1) for pair in shlex.split(line))
-                for line in lines if line.startswith("event=batch ")]
-
-    def stop(self):
-        os.killpg(self.process.pid, signal.SIGTERM)
-        self.process.wait(60)
-        self._sampling = False
-        self._log.close()
-
-
-    def peaks_mb(self):
-        return {f"peak_rss_{name.replace('.', '_')}_mb": size / 2**20
-                for name, size in self.peak_rss_by_program.items()}
+from devstack.local_stack import LocalStack, wait_until
+from devstack.postgres import STORED_OFFSETS
 
 
 def migrated_engine(stack):
@@ -78,11 +21,12 @@ def migrated_engine(stack):
 
 
 def stored_offsets(engine):
-    """All next offsets stored in Postgres: how far the transactional workers are."""
+    """All next offsets stored in Postgres, on the benchmark's own engine
+    (polled 10 times a second: no new connection each time)."""
     from sqlalchemy import text
 
     with engine.connect() as connection:
-        return connection.execute(text("SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")).scalar()
+        return connection.execute(text(STORED_OFFSETS), {"consumer": "%"}).scalar()
 
 
 def wait_for_drain(worker, count, done):
@@ -135,6 +79,7 @@ def spark_preload(stack, topic, build_records, count):
     from shared.spark import session
 
     kafka = load(stack.environment()).kafka
+    assert kafka is not None
     spark = session("bench-preload", kafka)
     began = time.monotonic()
     (build_records(spark.range(count, numPartitions=4)).write.format("kafka")

@@ -3,7 +3,7 @@ plaintext and Heroku-like (TLS, ACLs)."""
 
 import statistics
 
-from shared.local_stack import LocalStack
+from devstack.local_stack import LocalStack
 
 RUNS = 3
 

@@ -12,10 +12,11 @@ import time
 from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import functions as F
 
-from benchmarks.harness import (MeasuredWorker, local_stack, percentile, report, spark_preload,
-                                wait_for_drain, wait_until)
+from benchmarks.harness import local_stack, percentile, report, spark_preload, wait_for_drain
+from devstack.kafka_io import committed_offsets, end_offsets
+from devstack.local_stack import wait_until
+from devstack.processes import MeasuredWorker
 from services.text_processor.generate import VOCABULARY, made_up_sentences
-from tests.kafka_io import committed_offsets, end_offsets
 
 PREFIX = "bench."
 STEADY_RATE, STEADY_SECONDS = 200, 20

@@ -14,10 +14,12 @@ process with that line and no traceback.
 
 import functools
 import os
+import re
 import ssl
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography import x509
@@ -25,6 +27,8 @@ from cryptography.hazmat.primitives import serialization
 from dotenv import load_dotenv
 
 TOPICS = ("textlines", "words", "loglines", "alerts")
+# Heroku names each dyno (aggregator_worker.2); every log line carries it.
+DYNO = os.environ.get("DYNO", "local")
 
 
 class ConfigError(SystemExit):
@@ -91,7 +95,7 @@ class KafkaConfig:
 
     def kafka_python_kwargs(self):
         """Keyword arguments for kafka-python's producer, consumer and admin."""
-        kwargs = {"bootstrap_servers": list(self.brokers)}
+        kwargs: dict[str, Any] = {"bootstrap_servers": list(self.brokers)}
         if self.use_tls:
             kwargs.update(security_protocol="SSL", ssl_context=ssl_context(self))
         return kwargs
@@ -102,16 +106,41 @@ JVM_PEM_VARIABLES = {"trusted_cert": "SPARK_KAFKA_TRUSTED_CERT", "client_cert": 
 
 
 @dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[2]"  # SPARK_MASTER
+    driver_memory: str = ""  # SPARK_DRIVER_MEMORY; "": half the dyno's memory
+    shuffle_partitions: int = 2  # SPARK_SHUFFLE_PARTITIONS
+    max_offsets_per_trigger: int | None = None  # MAX_OFFSETS_PER_TRIGGER; None: the worker's own
+    start_from: str = "earliest"  # START_FROM: where a group with no stored offsets begins
+
+
+@dataclass(frozen=True)
+class ChannelsConfig:
+    """Where alerts go besides the topic; each channel only when configured."""
+
+    pagerduty_routing_key: str = field(default="", repr=False)
+    pagerduty_events_url: str = "https://events.pagerduty.com/v2/enqueue"
+    smtp_server: str = ""  # SMTP_* or the Mailgun add-on's MAILGUN_SMTP_*
+    smtp_port: int = 587
+    smtp_login: str = ""
+    smtp_password: str = field(default="", repr=False)
+    email_from: str = "alerts@localhost"
+    email_to: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
-    kafka: KafkaConfig
+    kafka: KafkaConfig | None  # None when loaded with needs_kafka=False (the release phase)
     database_url: str = field(default="", repr=False)
     window_seconds: int = 10
     urgent_threshold: int = 100
     email_threshold: int = 50
     retention_hours: int = 168  # 0: kept forever
+    spark: SparkConfig = SparkConfig()
+    channels: ChannelsConfig = ChannelsConfig()
 
 
-def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=None):
+def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=None) -> Config:
     """Parse the environment (plus a ``.env`` file, the real environment winning)."""
     if environ is None:
         load_dotenv(dotenv_path or Path.cwd() / ".env", override=False)
@@ -124,7 +153,42 @@ def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=No
         urgent_threshold=_positive_int(environ, "ANOMALY_URGENT_THRESHOLD", 100),
         email_threshold=_positive_int(environ, "ANOMALY_EMAIL_THRESHOLD", 50),
         retention_hours=_positive_int(environ, "RETENTION_HOURS", 168, zero_allowed=True),
+        spark=_spark_config(environ),
+        channels=_channels_config(environ),
     )
+
+
+def _spark_config(environ) -> SparkConfig:
+    start_from = environ.get("START_FROM", "").strip() or "earliest"
+    if start_from not in ("earliest", "latest"):
+        raise ConfigError("START_FROM", "must be earliest or latest")
+    driver_memory = environ.get("SPARK_DRIVER_MEMORY", "").strip()
+    if driver_memory and not re.fullmatch(r"[1-9][0-9]*[kmgt]?", driver_memory.lower()):
+        raise ConfigError("SPARK_DRIVER_MEMORY", "must be a size such as 512m or 2g")
+    return SparkConfig(
+        master=environ.get("SPARK_MASTER", "").strip() or "local[2]",
+        driver_memory=driver_memory,
+        shuffle_partitions=_positive_int(environ, "SPARK_SHUFFLE_PARTITIONS", 2),
+        max_offsets_per_trigger=_positive_int(environ, "MAX_OFFSETS_PER_TRIGGER", None),
+        start_from=start_from)
+
+
+def _channels_config(environ) -> ChannelsConfig:
+    def smtp(name):
+        return environ.get(f"SMTP_{name}", "").strip() or environ.get(f"MAILGUN_SMTP_{name}", "").strip()
+
+    port_variable = "SMTP_PORT" if environ.get("SMTP_PORT", "").strip() else "MAILGUN_SMTP_PORT"
+    port = _positive_int(environ, port_variable, 587)
+    if port > 65535:
+        raise ConfigError(port_variable, "must be a port number (1 to 65535)")
+    return ChannelsConfig(
+        pagerduty_routing_key=environ.get("PAGERDUTY_ROUTING_KEY", "").strip(),
+        pagerduty_events_url=(environ.get("PAGERDUTY_EVENTS_URL", "").strip()
+                              or ChannelsConfig.pagerduty_events_url),
+        smtp_server=smtp("SERVER"), smtp_port=port, smtp_login=smtp("LOGIN"), smtp_password=smtp("PASSWORD"),
+        email_from=environ.get("ALERT_EMAIL_FROM", "").strip() or ChannelsConfig.email_from,
+        email_to=tuple(address.strip() for address in environ.get("ALERT_EMAIL_TO", "").split(",")
+                       if address.strip()))
 
 
 def _kafka_config(environ):

@@ -48,7 +48,7 @@ def window_start(millis: Column, window_seconds: int) -> Column:
 def place_value(*columns: Column) -> Column:
     """The `place` header's value from its fields' columns, in PLACE_FIELDS order."""
     return F.concat(*[F.lpad(column.cast("string"), digits, "0")
-                      for column, (_, digits, _) in zip(columns, PLACE_FIELDS)]).cast("binary")
+                      for column, (_, digits, _) in zip(columns, PLACE_FIELDS, strict=True)]).cast("binary")
 
 
 def place_fields(value: Column) -> dict[str, Column]:

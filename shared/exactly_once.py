@@ -12,13 +12,12 @@ rolled back whole and the query restarts from the stored offsets. So two
 copies on the same partitions still count every record once.
 """
 
-import json
 import time
-from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
 from shared.logs import log
+from shared.offsets import batch_ranges
 from shared.outages import postgres_outage
 
 STORED_FOR_UPDATE = text("""
@@ -36,30 +35,6 @@ class StaleBatchError(Exception):
 
 def engine_for(database_url):
     return create_engine(database_url, pool_pre_ping=True, pool_size=2, max_overflow=2)
-
-
-def batch_offset_ranges(checkpoint, batch_id, starting_offsets):
-    """{partition: (first offset, next offset)} of micro-batch `batch_id`, for
-    the partitions it read anything from.
-
-    From the query's offset log, which Spark writes before it runs a batch: a
-    batch begins where the one before it ended, and the first where the query
-    started (-2 or -1 for a partition never stored: the fence then only lets
-    the batch through if nobody has stored that partition since). Nothing
-    per record: observing the offsets in the batch itself cost a fifth of a
-    batch job's time."""
-    end = _logged_offsets(checkpoint, batch_id)
-    start = _logged_offsets(checkpoint, batch_id - 1) if batch_id > 0 else starting_offsets
-    return {partition: (start[partition], end[partition])
-            for partition in end if end[partition] > start[partition]}
-
-
-def _logged_offsets(checkpoint, batch_id):
-    """{partition: offset} of the query's one source in its offset log entry:
-    a version line, a metadata line, then one line of offsets per source."""
-    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
-    (offsets,) = json.loads(lines[2]).values()
-    return {int(partition): offset for partition, offset in offsets.items()}
 
 
 class PostgresProgress:
@@ -114,10 +89,12 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
     `aggregate(batch)` in Spark, then `write(connection, aggregated)` in the
     transaction that stores the offsets. `write` returns fields for the
     batch's log line (rows_out among them); `after_commit()` runs once that
-    transaction is committed."""
+    transaction is committed. All three run on the thread Spark calls the
+    foreachBatch function on, while the micro-batch is running; they may
+    block (a Postgres outage waits here), and the query waits with them."""
 
     def write_batch(batch, batch_id):
-        ranges = batch_offset_ranges(checkpoint, batch_id, context.starting_offsets)
+        ranges = batch_ranges(checkpoint, batch_id, context.starting_offsets)
         if ranges:
             rows = aggregate(batch)
             began = time.monotonic()

@@ -23,6 +23,7 @@ def arguments(description):
 def stream(topic, lines, rate, count=None, progress_every=1.0):
     """Send `lines` (bytes) to `<prefix><topic>`; returns how many were sent."""
     kafka = config_module.load().kafka
+    assert kafka is not None  # load() parses Kafka's variables unless told not to
     producer = KafkaProducer(**kafka.kafka_python_kwargs(), linger_ms=20, acks=1,
                              max_request_size=1_048_000)
     began = last_report = time.monotonic()

@@ -12,7 +12,6 @@ member then stops its query once the running batch is done, and commits where
 it ended, so the next owner begins exactly there.
 """
 
-import json
 import threading
 import time
 
@@ -21,6 +20,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata
 
 from shared.logs import log
+from shared.offsets import end_offsets
 from shared.outages import kafka_outage
 
 GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
@@ -73,7 +73,8 @@ class GroupMember(ConsumerRebalanceListener):
     def poll(self, seconds=0.5):
         """Keep the membership and commit the last micro-batch's offsets; a
         rebalance runs its callbacks from here. While the broker cannot be
-        reached, waits with backoff instead."""
+        reached, waits with backoff instead. Main thread only: the consumer
+        is used from this thread alone."""
         with self._lock:
             progress, self._to_commit = self._to_commit, None
         if progress is not None and self._owns(progress):
@@ -101,7 +102,7 @@ class GroupMember(ConsumerRebalanceListener):
     def committed(self):
         """{partition: next offset} as committed by the group, for the assigned partitions."""
         offsets = self._outage.retry(lambda: {
-            p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions})
+            p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions or ()})
         return {partition: offset for partition, offset in offsets.items() if offset is not None}
 
     def report_data_lost(self, ranges):
@@ -142,7 +143,8 @@ class GroupMember(ConsumerRebalanceListener):
             first = {tp.partition: consumer.position(tp) for tp in partitions}
             ends = {tp.partition: min(end, first[tp.partition] + limit)
                     for tp, end in consumer.end_offsets(partitions).items()}
-            found, reading = {}, {tp for tp in partitions if first[tp.partition] < ends[tp.partition]}
+            found: dict[int, tuple[int, int]] = {}
+            reading = {tp for tp in partitions if first[tp.partition] < ends[tp.partition]}
             deadline = time.monotonic() + SCAN_TIMEOUT_S
             while reading and not self._stop_requested.is_set():
                 if time.monotonic() > deadline:  # the broker is away: the caller retries with backoff
@@ -197,6 +199,9 @@ class GroupMember(ConsumerRebalanceListener):
             log("leave_failed", group=self.group_id, error=type(error).__name__)
 
     def on_partitions_revoked(self, revoked):
+        """Called by kafka-python inside poll(), on the main thread: stops the
+        query after its running batch (blocking up to GRACEFUL_STOP_SECONDS,
+        within the session timeout) and commits where it ended."""
         with self._lock:
             query, self._query = self._query, None
             self.partitions, self._to_commit = None, None
@@ -207,6 +212,7 @@ class GroupMember(ConsumerRebalanceListener):
                 self._commit_in_background(query.lastProgress)
 
     def on_partitions_assigned(self, assigned):
+        """Called by kafka-python inside poll(), on the main thread."""
         self._consumer.pause(*assigned)
         self.partitions = tuple(sorted(tp.partition for tp in assigned if tp.topic == self.topic))
         log("partitions_assigned", group=self.group_id, topic=self.topic,
@@ -223,13 +229,6 @@ class GroupMember(ConsumerRebalanceListener):
 def _log_failed_commit(offsets, result):
     if isinstance(result, Exception):
         log("commit_failed", error=type(result).__name__)
-
-
-def end_offsets(progress):
-    """{partition: next offset} that a finished micro-batch reached."""
-    (source,) = progress.sources
-    (offsets,) = json.loads(source.endOffset).values()
-    return {int(partition): offset for partition, offset in offsets.items()}
 
 
 def stop_gracefully(query):

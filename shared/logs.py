@@ -1,11 +1,12 @@
 """One `key=value` line per event on stdout, the Heroku way."""
 
-import os
 import sys
 
+from shared.config import DYNO
 
-def log(event, **fields):
-    pairs = {"event": event, "dyno": os.environ.get("DYNO", "local"), **fields}
+
+def log(event: str, **fields) -> None:
+    pairs = {"event": event, "dyno": DYNO, **fields}
     print(" ".join(f"{key}={_value(value)}" for key, value in pairs.items()),
           file=sys.stdout, flush=True)
 

@@ -39,7 +39,7 @@ class Outage:
         while True:
             succeeded, result = self.attempt(action)
             if succeeded:
-                return result
+                return result  # type: ignore[return-value]  # T itself when it succeeded
             if self.stop_requested.is_set():
                 raise StopRequested()
 

@@ -1,23 +1,15 @@
-"""Spark for a dyno: one local JVM, sized from the environment.
-
-    SPARK_MASTER              default local[2]
-    SPARK_DRIVER_MEMORY       heap of the one JVM; default half the dyno's memory
-                              (512m on a 1 GB standard-2x), 512m where no limit is set
-    SPARK_SHUFFLE_PARTITIONS  default 2
-    MAX_OFFSETS_PER_TRIGGER   records per micro-batch, all partitions; each worker
-                              has its default, a few seconds of work at full speed
-    START_FROM                earliest (default) or latest: where a group with no
-                              stored offsets begins
-"""
+"""Spark for a dyno: one local JVM, sized from the configuration
+(shared.config.SparkConfig: SPARK_MASTER, SPARK_DRIVER_MEMORY,
+SPARK_SHUFFLE_PARTITIONS)."""
 
 import json
 import os
 import sys
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from shared.config import ConfigError
+from shared.config import KafkaConfig, SparkConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CONNECTOR_JARS = ROOT / "jars" / "spark-connector"
@@ -32,11 +24,11 @@ CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/
 NO_LIMIT_BYTES = 2**40  # cgroup v1 reports "unlimited" as about 2**63
 
 
-def driver_memory(environ=os.environ, limit_files=CGROUP_MEMORY_LIMITS):
+def driver_memory(configured: str = "", limit_files=CGROUP_MEMORY_LIMITS) -> str:
     """SPARK_DRIVER_MEMORY, or half the dyno's memory: the rest holds the JVM's
     own (~200 MB measured) and Python (~100 MB)."""
-    if environ.get("SPARK_DRIVER_MEMORY"):
-        return environ["SPARK_DRIVER_MEMORY"]
+    if configured:
+        return configured
     for path in limit_files:
         try:
             limit = int(Path(path).read_text().strip())
@@ -47,15 +39,17 @@ def driver_memory(environ=os.environ, limit_files=CGROUP_MEMORY_LIMITS):
     return "512m"
 
 
-def session(app_name, kafka=None, environ=os.environ):
-    """The process's SparkSession. With `kafka` (a KafkaConfig) the JVM
-    starts with the variables its ``spark_kafka_options()`` name."""
+def session(app_name: str, kafka: KafkaConfig | None = None,
+            config: SparkConfig | None = None) -> SparkSession:
+    """The process's SparkSession. With `kafka` the JVM starts with the
+    variables its ``spark_kafka_options()`` name."""
     if kafka is not None:
         os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")
-    master = environ.get("SPARK_MASTER", "local[2]")
+    config = config or SparkConfig()
+    master = config.master
     english = "-Duser.language=en -Duser.country=US"  # locale-independent lower-casing
     java_options = " ".join([
         english,
@@ -65,11 +59,11 @@ def session(app_name, kafka=None, environ=os.environ):
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)
-        .config("spark.driver.memory", driver_memory(environ))
+        .config("spark.driver.memory", driver_memory(config.driver_memory))
         .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.executor.extraJavaOptions", english)  # on a cluster
         .config("spark.jars", ",".join(jars))
-        .config("spark.sql.shuffle.partitions", environ.get("SPARK_SHUFFLE_PARTITIONS", "2"))
+        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -91,8 +85,8 @@ def session(app_name, kafka=None, environ=os.environ):
     return spark
 
 
-def kafka_stream(spark, kafka, topic, app, starting_offsets, batch_records, read_headers,
-                 environ=os.environ):
+def kafka_stream(spark: SparkSession, kafka: KafkaConfig, topic: str, app: str,
+                 starting_offsets: dict[int, int], batch_records: int, read_headers: bool) -> DataFrame:
     """A streaming DataFrame over some partitions of `<prefix><topic>`, read as
     group `<prefix><app>-app`.
 
@@ -109,7 +103,7 @@ def kafka_stream(spark, kafka, topic, app, starting_offsets, batch_records, read
             str(partition): offset for partition, offset in starting_offsets.items()}}))
         .option("includeHeaders", str(read_headers).lower())  # 20 % slower when read
         .option("failOnDataLoss", "false")
-        .option("maxOffsetsPerTrigger", environ.get("MAX_OFFSETS_PER_TRIGGER", str(batch_records)))
+        .option("maxOffsetsPerTrigger", str(batch_records))
         .option("kafka.max.poll.records", "5000")  # 500 by default: measured 1.5x faster reads
         # A read that reached the end of a partition leaves a fetch waiting at
         # the broker for this long (500 ms by default), and the next batch's
@@ -117,13 +111,6 @@ def kafka_stream(spark, kafka, topic, app, starting_offsets, batch_records, read
         .option("kafka.fetch.max.wait.ms", "5")
         .load()
     )
-
-
-def start_from(environ=os.environ):
-    value = environ.get("START_FROM", "earliest").strip() or "earliest"
-    if value not in ("earliest", "latest"):
-        raise ConfigError("START_FROM", "must be earliest or latest")
-    return value
 
 
 # One micro-batch sends many small records at once: batch them (fewer, larger

@@ -17,23 +17,25 @@ streaming query on a Kafka source; `run` does the rest:
 * on SIGTERM lets the running micro-batch finish, stops, and exits 0.
 """
 
-import json
 import re
 import signal
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from kafka.errors import KafkaError
 from pyspark.errors import StreamingQueryException
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from shared import config as config_module
 from shared import spark as spark_module
 from shared.exactly_once import PostgresProgress, engine_for
-from shared.group_member import GroupMember, end_offsets, stop_gracefully
+from shared.group_member import GroupMember, stop_gracefully
 from shared.logs import log
 from shared.migrations import migrate
+from shared.offsets import Offsets, lag, unread_ranges
 from shared.outages import StopRequested
 from shared.tls_check import check_tls
 
@@ -47,49 +49,56 @@ def starting_offsets(partitions, stored, start_from="earliest"):
     return {partition: stored.get(partition, default) for partition in partitions}
 
 
-def lag(progress):
-    (source,) = progress.sources
-    if not source.latestOffset:
-        return 0
-    (latest,) = json.loads(source.latestOffset).values()
-    end = end_offsets(progress)
-    return sum(max(0, offset - end.get(int(partition), 0)) for partition, offset in latest.items())
+class BatchLog:
+    """The one key=value line of each micro-batch.
 
+    A service adds fields to its batch's line with `report`, from the thread
+    that runs its foreachBatch function; `write` runs on Spark's listener
+    thread once the batch is done, so the two meet under a lock."""
 
-def unread_ranges(progress, starting_offsets):
-    """{partition: (first, next offset)} of the batch's ranges, when it read
-    fewer records than they hold: retention may have removed some (or they
-    are a transactional producer's markers, which take offsets too).
-    `starting_offsets`: where the query began, for its first batch."""
-    (source,) = progress.sources
-    if source.startOffset in (None, "None"):  # the query's first batch
-        start = starting_offsets
-    else:
-        (start,) = json.loads(source.startOffset).values()
-        start = {int(partition): offset for partition, offset in start.items()}
-    ranges = {partition: (first, end) for partition, end in end_offsets(progress).items()
-              if (first := start.get(partition, -1)) >= 0}
-    if progress.numInputRows >= sum(end - first for first, end in ranges.values()):
-        return {}
-    return ranges
-
-
-class BatchLog(StreamingQueryListener):
-    """One log line per finished micro-batch, and its offsets committed."""
-
-    def __init__(self, app, member):
+    def __init__(self, app: str):
         self.app = app
-        self.member = member
-        self.extra_fields = {}  # batch id -> fields a service reported
-        self.starting_offsets = {}  # where the running query began
-        self.last_batch = None  # (run id, batch id): batch ids restart with each run
+        self._fields: dict[int, dict] = {}  # batch id -> fields a service reported
+        self._lock = threading.Lock()
 
-    def report(self, batch_id, **fields):
-        """Called by a service during a batch: fields for that batch's line."""
-        self.extra_fields.setdefault(batch_id, {}).update(fields)
+    def report(self, batch_id: int, **fields) -> None:
+        with self._lock:
+            self._fields.setdefault(batch_id, {}).update(fields)
+
+    def forget_reports(self) -> None:
+        """Drop what a run that failed reported: the next run's ids start again."""
+        with self._lock:
+            self._fields.clear()
+
+    def write(self, progress) -> None:
+        observed = {name: value for row in progress.observedMetrics.values()
+                    for name, value in row.asDict().items()}
+        rows_out = progress.sink.numOutputRows
+        fields = {"app": self.app, "batch": progress.batchId, "rows_in": progress.numInputRows,
+                  **({"rows_out": rows_out} if rows_out >= 0 else {}),
+                  "duration_ms": progress.durationMs.get("triggerExecution", 0), "lag": lag(progress),
+                  **observed}
+        with self._lock:
+            fields.update(self._fields.pop(progress.batchId, {}))  # a service's own word wins
+        log("batch", **fields)
+
+
+class BatchListener(StreamingQueryListener):
+    """What happens once a micro-batch is done: its offsets handed to the
+    group member (which commits them from its own thread), records that
+    retention removed reported, and its log line written.
+
+    Spark calls these methods on its listener thread, behind the query: a
+    report may arrive after the next batch began, or after the query
+    stopped. They must not block: the next report waits behind them."""
+
+    def __init__(self, context: "Context", member: GroupMember):
+        self.context = context
+        self.member = member
+        self.last_batch: tuple[str, int] | None = None  # (run id, batch id): ids restart with each run
 
     def onQueryStarted(self, event):
-        self.extra_fields.clear()  # left by a run that failed
+        self.context.batch_log.forget_reports()
 
     def onQueryIdle(self, event):
         pass
@@ -103,17 +112,9 @@ class BatchLog(StreamingQueryListener):
             return  # a progress report without a new batch
         self.last_batch = (progress.runId, progress.batchId)
         self.member.commit(progress)
-        if unread := unread_ranges(progress, self.starting_offsets):
+        if unread := unread_ranges(progress, self.context.starting_offsets):
             self.member.report_data_lost(unread)
-        observed = {name: value for row in progress.observedMetrics.values()
-                    for name, value in row.asDict().items()}
-        rows_out = progress.sink.numOutputRows
-        fields = {"app": self.app, "batch": progress.batchId, "rows_in": progress.numInputRows,
-                  **({"rows_out": rows_out} if rows_out >= 0 else {}),
-                  "duration_ms": progress.durationMs.get("triggerExecution", 0), "lag": lag(progress),
-                  **observed}
-        fields.update(self.extra_fields.pop(progress.batchId, {}))  # a service's own word wins
-        log("batch", **fields)
+        self.context.batch_log.write(progress)
 
 
 class Stopper:
@@ -137,17 +138,29 @@ class Context:
     batch_log: BatchLog
     stop_requested: threading.Event
     # Workers that write to Postgres keep their offsets there, with their results.
-    progress: PostgresProgress = None
-    # Where the running query began, for each partition assigned to this copy.
-    starting_offsets: dict = None
+    progress: PostgresProgress | None = None
+    # Where the running query began, for each partition assigned to this copy;
+    # set by the main thread before each query run starts.
+    starting_offsets: Offsets = field(default_factory=dict)
 
 
-def run(app, topic, start_query, *, batch_records, read_headers=False, transactional=False, setup=None):
+class StartQuery(Protocol):
+    def __call__(self, context: Context, source: DataFrame, checkpoint: str) -> StreamingQuery:
+        """Start the service's query on `source` (the Kafka records of this
+        copy's partitions), checkpointed in the folder `checkpoint`. Called
+        on the main thread, once per query run."""
+
+
+class Setup(Protocol):
+    def __call__(self, context: Context) -> None:
+        """Once per process, on the main thread, before the first query:
+        threads a service runs beside its queries start here."""
+
+
+def run(app: str, topic: str, start_query: StartQuery, *, batch_records: int, read_headers: bool = False,
+        transactional: bool = False, setup: Setup | None = None) -> None:
     """Run a worker until SIGTERM.
 
-    start_query(context, source, checkpoint_folder) -> StreamingQuery.
-    setup(context): once per process, before the first query (threads a
-    service runs beside its queries start here).
     batch_records: the most records of a micro-batch, unless MAX_OFFSETS_PER_TRIGGER says.
     read_headers: the source has the records' `headers` column.
     transactional: the worker writes each batch to Postgres together with its
@@ -160,19 +173,21 @@ def run(app, topic, start_query, *, batch_records, read_headers=False, transacti
     # so Heroku's SIGTERM to every process of the dyno does not stop Spark
     # under the running batch; Python stops it in order below.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    spark = spark_module.session(app, config.kafka)
+    spark = spark_module.session(app, config.kafka, config.spark)
+    batch_records = config.spark.max_offsets_per_trigger or batch_records
     stopper = Stopper()
     member = None
     try:
         member = GroupMember(config.kafka, app, topic, stopper.requested)
-        context = Context(config, BatchLog(app, member), stopper.requested)
+        progress = None
         if transactional:
             engine = engine_for(config.database_url)
-            context.progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
-            context.progress.retrying(lambda: migrate(engine))
+            progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
+            progress.retrying(lambda: migrate(engine))
+        context = Context(config, BatchLog(app), stopper.requested, progress)
         if setup:
             setup(context)
-        spark.streams.addListener(context.batch_log)
+        spark.streams.addListener(BatchListener(context, member))
         log("start", app=app, topic=member.topic, group=member.group_id)
         run_queries(spark, context, member, topic, start_query, batch_records, read_headers)
     except StopRequested:  # asked for while a broker or Postgres was away
@@ -190,8 +205,7 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
     failures = 0
     while (partitions := member.wait_for_partitions(stop_requested)) is not None:
         stored = context.progress.stored() if context.progress else member.committed()
-        context.starting_offsets = starting_offsets(partitions, stored, spark_module.start_from())
-        context.batch_log.starting_offsets = context.starting_offsets
+        context.starting_offsets = starting_offsets(partitions, stored, context.config.spark.start_from)
         source = spark_module.kafka_stream(spark, context.config.kafka, topic, app,
                                            context.starting_offsets, batch_records, read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
@@ -227,9 +241,9 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
     for partition, (first, offset) in sorted(unreadable.items()):
         if offset > first:  # one micro-batch of exactly the records before it
             before = {partition: first}
-            context.starting_offsets = context.batch_log.starting_offsets = before
+            context.starting_offsets = before
             source = spark_module.kafka_stream(spark, context.config.kafka, topic, app, before,
-                                               offset - first, read_headers, environ={})
+                                               offset - first, read_headers)
             with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
                 query = member.start(lambda: start_query(context, source, checkpoint))
                 while query.isActive and query.lastProgress is None and not context.stop_requested.is_set():

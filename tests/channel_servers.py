@@ -13,7 +13,7 @@ from pathlib import Path
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
-from shared.local_stack import free_port
+from devstack.local_stack import free_port
 
 
 class EventsApiServer:
@@ -55,7 +55,7 @@ class EventsApiServer:
 
 class SmtpServer:
     """Accepts mail, and any login, which it records. With `certificate`
-    (shared.certificates.Issued) it offers STARTTLS; without, it offers none
+    (devstack.certificates.Issued) it offers STARTTLS; without, it offers none
     and still lets a client log in, so that a client that would log in
     without TLS is caught."""
 
@@ -65,7 +65,8 @@ class SmtpServer:
 
         class Handler:
             async def handle_DATA(self, _server, _session, envelope):
-                server.messages.append((envelope.rcpt_tos, email.message_from_bytes(envelope.content, policy=email.policy.default)))
+                message = email.message_from_bytes(envelope.content, policy=email.policy.default)
+                server.messages.append((envelope.rcpt_tos, message))
                 return "250 OK"
 
         def authenticator(_server, _session, _envelope, _mechanism, auth_data):

@@ -9,12 +9,21 @@ import sys
 import uuid
 
 import pytest
-
 from sqlalchemy import create_engine, text
 
-from shared.local_stack import LocalStack
-from tests.postgres import postgres_url
-from tests.processes import ROOT, WorkerProcesses
+from devstack.local_stack import ROOT, LocalStack
+from devstack.postgres import postgres_url
+from devstack.processes import WorkerProcesses
+
+# Tests that start a broker, Postgres or Spark are marked `services`;
+# `make test-fast` runs the others alone, in seconds.
+SERVICE_FIXTURES = {"stacks", "spark"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.services)
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,10 @@ from collections import Counter
 
 import pytest
 
-from tests.kafka_io import committed_offsets, end_offsets, produce
-from tests.postgres import query, windowed_counts
-from tests.processes import MODES, wait_until
+from devstack.kafka_io import committed_offsets, end_offsets, produce
+from devstack.local_stack import wait_until
+from devstack.postgres import stored_offsets, windowed_counts
+from tests.checks import MODES
 
 T0 = 1_795_000_200  # a multiple of 10: the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "δέλτα", "東京", "x"]
@@ -46,9 +47,7 @@ def expected_counts(records, window_seconds=10):
 
 
 def stored_total(database_url, prefix):
-    rows = query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets"
-                               " WHERE consumer = :c", c=prefix + "aggregator-app")
-    return rows[0][0] if rows else 0
+    return stored_offsets(database_url, prefix + "aggregator-app")
 
 
 def everything_stored(stack, prefix, database_url):

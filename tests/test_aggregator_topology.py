@@ -3,13 +3,13 @@
 import datetime
 from types import SimpleNamespace
 
+from devstack.postgres import postgres_url, windowed_counts
 from services.aggregator import __main__ as aggregator
 from services.aggregator import topology
 from services.aggregator.topology import run_thresholds
 from shared.events import PLACE_FIELDS
 from shared.exactly_once import engine_for
 from shared.migrations import migrate
-from tests.postgres import postgres_url, windowed_counts
 
 UTC = datetime.timezone.utc
 T0 = 1_795_000_200  # an epoch second that is a multiple of 10 and 60
@@ -33,7 +33,8 @@ def record(word, timestamp_s, event_time=None, header_value=None, place=None, pa
 
 def encoded_place(*fields):
     """As the text processor writes it: each field zero-padded to its width."""
-    return "".join(str(value).zfill(digits) for value, (_, digits, _) in zip(fields, PLACE_FIELDS)).encode()
+    widths = [digits for _, digits, _ in PLACE_FIELDS]
+    return "".join(str(value).zfill(width) for value, width in zip(fields, widths, strict=True)).encode()
 
 
 def summary(spark, records, window_seconds=10, thresholds=None, slices=1):

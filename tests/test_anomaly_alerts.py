@@ -10,12 +10,12 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import text
 
+from devstack.kafka_io import end_offsets, produce, read_all
+from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import KEEP_WINDOWS_SECONDS, AlertPublisher, payload, record_failures
 from shared.config import load
 from shared.exactly_once import engine_for
 from shared.migrations import migrate
-from tests.kafka_io import end_offsets, produce, read_all
-from tests.postgres import postgres_url, query
 
 CONFIG = SimpleNamespace(email_threshold=50, urgent_threshold=100, window_seconds=10)
 T0 = 1_795_000_000  # a window start

@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from shared.certificates import CertificateAuthority
+from devstack.certificates import CertificateAuthority
+from devstack.kafka_io import end_offsets, produce, read_all
+from devstack.local_stack import wait_until
+from devstack.postgres import query
 from tests.channel_servers import EventsApiServer, SmtpServer
-from tests.kafka_io import end_offsets, produce, read_all
-from tests.postgres import query
-from tests.processes import MODES, assert_no_secret_in, wait_until
+from tests.checks import MODES, assert_no_secret_in
 
 T0 = 1_795_000_200  # window A starts here; window B 10 s later
 FAILURES_IN_A = {"u150": 150, "u101": 101, "u100": 100, "u60": 60, "u51": 51, "u50": 50, "split": 60}
@@ -58,7 +59,7 @@ def all_done(stack, prefix, database_url):
 def alerts_on_topic(stack, prefix):
     records = read_all(stack, prefix + "alerts", len(EXPECTED))
     alerts = [json.loads(r.value) for r in records]
-    for record, alert in zip(records, alerts):
+    for record, alert in zip(records, alerts, strict=True):
         assert record.key.decode() == alert["user"]
     return alerts
 

@@ -9,13 +9,13 @@ import threading
 import pytest
 from sqlalchemy import text
 
+from devstack.certificates import CertificateAuthority
+from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import payload
 from services.anomaly_detector.channels import ChannelDelivery, Email, PagerDuty
-from shared.certificates import CertificateAuthority
 from shared.exactly_once import engine_for
 from shared.migrations import migrate
 from tests.channel_servers import EventsApiServer, SmtpServer
-from tests.postgres import postgres_url, query
 
 T0 = 1_795_000_000
 ALERT = json.loads(payload("alice", T0, 10, 60, "email", 50))

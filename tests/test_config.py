@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from sqlalchemy.engine import make_url
 
-from shared.certificates import CertificateAuthority
+from devstack.certificates import CertificateAuthority
 from shared import config as config_module
 from shared.config import ConfigError, load
 from shared.spark import driver_memory
@@ -93,7 +93,7 @@ def test_tls_for_kafka_python_is_a_verifying_context_whose_key_file_is_gone_once
         tls_env, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # other test processes use the real one
     written, real_open = [], os.open
-    monkeypatch.setattr(os, "open", lambda path, *args, **kwargs: written.append(path) or real_open(path, *args, **kwargs))
+    monkeypatch.setattr(os, "open", lambda path, *args, **kw: written.append(path) or real_open(path, *args, **kw))
     config_module.ssl_context.cache_clear()
     kwargs = load(tls_env).kafka.kafka_python_kwargs()
     assert kwargs["security_protocol"] == "SSL"
@@ -208,12 +208,47 @@ def test_defaults_and_overrides_of_window_and_thresholds():
     assert (config.window_seconds, config.urgent_threshold, config.email_threshold) == (60, 7, 3)
 
 
-@pytest.mark.parametrize("variable", ["WINDOW_SECONDS", "ANOMALY_URGENT_THRESHOLD", "ANOMALY_EMAIL_THRESHOLD"])
+@pytest.mark.parametrize("variable", ["WINDOW_SECONDS", "ANOMALY_URGENT_THRESHOLD", "ANOMALY_EMAIL_THRESHOLD",
+                                      "MAX_OFFSETS_PER_TRIGGER", "SPARK_SHUFFLE_PARTITIONS", "SMTP_PORT"])
 @pytest.mark.parametrize("value", ["ten", "0", "-5", "1.5"])
 def test_malformed_numbers_are_named(variable, value):
     with pytest.raises(ConfigError) as error:
         load({"KAFKA_URL": "kafka://b1.example:9092", variable: value})
     assert_names_only(error, variable)
+
+
+def test_spark_and_channel_settings_are_parsed_with_the_rest():
+    base = {"KAFKA_URL": "kafka://b1.example:9092"}
+    spark, channels = load(base).spark, load(base).channels
+    assert (spark.master, spark.driver_memory, spark.max_offsets_per_trigger, spark.start_from) == \
+        ("local[2]", "", None, "earliest")
+    assert (channels.pagerduty_routing_key, channels.smtp_server, channels.smtp_port) == ("", "", 587)
+    config = load({**base, "MAX_OFFSETS_PER_TRIGGER": "700", "START_FROM": "latest", "SPARK_DRIVER_MEMORY": "2g",
+                   "MAILGUN_SMTP_SERVER": "smtp.mailgun.org", "MAILGUN_SMTP_PORT": "465",
+                   "SMTP_LOGIN": "me", "ALERT_EMAIL_TO": "a@example.com, b@example.com"})
+    assert (config.spark.max_offsets_per_trigger, config.spark.start_from, config.spark.driver_memory) == \
+        (700, "latest", "2g")
+    assert (config.channels.smtp_server, config.channels.smtp_port, config.channels.smtp_login,
+            config.channels.email_to) == ("smtp.mailgun.org", 465, "me", ("a@example.com", "b@example.com"))
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("START_FROM", "beginning"), ("SPARK_DRIVER_MEMORY", "lots"), ("SMTP_PORT", "70000"),
+    ("MAILGUN_SMTP_PORT", "smtp"),
+])
+def test_malformed_spark_and_channel_settings_are_named(variable, value):
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_URL": "kafka://b1.example:9092", variable: value})
+    assert_names_only(error, variable)
+
+
+def test_a_worker_with_a_bad_setting_stops_with_one_line_before_its_jvm_starts():
+    done = subprocess.run([sys.executable, "-m", "services.text_processor"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={"PATH": os.environ["PATH"],
+                                                      "KAFKA_URL": "kafka://127.0.0.1:9", "START_FROM": "now"})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == ["config error: START_FROM must be earliest or latest"]
+    assert done.stdout == ""  # no Spark, no group: nothing was started
 
 
 def test_dotenv_fills_gaps_and_the_real_environment_wins(tmp_path, monkeypatch):
@@ -247,5 +282,5 @@ def test_a_config_error_stops_the_process_with_one_line():
 def test_the_heap_is_half_the_dynos_memory(tmp_path, limit, heap):
     limit_file = tmp_path / "memory.limit_in_bytes"
     limit_file.write_text(limit)
-    assert driver_memory({}, [str(tmp_path / "absent"), str(limit_file)]) == heap
-    assert driver_memory({"SPARK_DRIVER_MEMORY": "3g"}, [str(limit_file)]) == "3g"
+    assert driver_memory("", [str(tmp_path / "absent"), str(limit_file)]) == heap
+    assert driver_memory("3g", [str(limit_file)]) == "3g"

@@ -4,6 +4,7 @@ Procfile, app.json, system.properties, the Python version, docker-compose.yml.""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -52,6 +53,15 @@ def test_app_json_builds_with_java_then_python_and_describes_every_variable():
     defaults = {name: entry.get("value") for name, entry in app["env"].items()}
     assert (defaults["WINDOW_SECONDS"], defaults["ANOMALY_URGENT_THRESHOLD"],
             defaults["ANOMALY_EMAIL_THRESHOLD"]) == ("10", "100", "50")
+    batch_sizes = app["env"]["MAX_OFFSETS_PER_TRIGGER"]["description"]
+    for service in ("text_processor", "aggregator", "anomaly_detector"):
+        default = importlib.import_module(f"services.{service}.__main__").BATCH_RECORDS
+        assert f"{service.replace('_', ' ')} {default:,}" in batch_sizes
+
+
+def test_heroku_ci_runs_the_readmes_test_command():
+    test = json.loads((ROOT / "app.json").read_text())["environments"]["test"]
+    assert test["scripts"]["test"] == "make test"
 
 
 def test_java_and_python_versions_are_pinned_and_agree():
@@ -130,6 +140,16 @@ def test_heroku_setup_on_a_dedicated_plan_leaves_consumer_groups_to_kafka(tmp_pa
     assert sum(call.startswith("kafka:topics:create") for call in calls) == len(TOPICS)
 
 
+def test_the_runtime_needs_no_dev_tool_and_no_test_module_imports_another():
+    def imports(path, packages):
+        return re.findall(rf"^\s*(?:from|import) ((?:{packages})\b[\w.]*)", path.read_text(), re.MULTILINE)
+
+    for path in [*ROOT.glob("shared/*.py"), *ROOT.glob("services/**/*.py")]:
+        assert imports(path, "devstack|tests|benchmarks") == [], path  # .slugignore leaves those out
+    for path in ROOT.glob("tests/test_*.py"):
+        assert imports(path, r"tests\.test_\w+") == [], path
+
+
 def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
     """`make test` builds the slug first (bin/build-slug) and points SPARK_HOME
     at its pruned pyspark, so every Spark of the test run, end to end
@@ -144,3 +164,5 @@ def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
     assert any(jar.startswith("spark-sql_") for jar in jars)
     size = dict(pair.split("=") for pair in slug.with_suffix(".size").read_text().split())
     assert int(size["slug_compressed_mb"]) < 500
+    assert (slug / "shared" / "worker.py").is_file() and (slug / "services").is_dir()
+    assert not [name for name in ("tests", "benchmarks", "devstack") if (slug / name).exists()]

@@ -8,13 +8,14 @@ import pytest
 from pyspark.sql import functions as F
 from sqlalchemy import text
 
+from devstack.kafka_io import produce
+from devstack.local_stack import wait_until
+from devstack.postgres import postgres_url
 from shared.config import load
-from shared.exactly_once import PostgresProgress, StaleBatchError, batch_offset_ranges, engine_for
+from shared.exactly_once import PostgresProgress, StaleBatchError, engine_for
 from shared.migrations import migrate
+from shared.offsets import batch_ranges
 from shared.spark import kafka_stream
-from tests.kafka_io import produce
-from tests.postgres import postgres_url
-from tests.processes import wait_until
 
 
 def test_each_batch_range_is_the_offsets_of_its_records(spark, stack, prefix, tmp_path):
@@ -29,7 +30,7 @@ def test_each_batch_range_is_the_offsets_of_its_records(spark, stack, prefix, tm
     logged, read = [], []
 
     def record(batch, batch_id):
-        logged.append(batch_offset_ranges(checkpoint, batch_id, starting_offsets))
+        logged.append(batch_ranges(checkpoint, batch_id, starting_offsets))
         rows = batch.groupBy("partition").agg(F.min("offset"), F.max("offset")).collect()
         read.append({partition: (first, last + 1) for partition, first, last in rows})
 
@@ -41,7 +42,7 @@ def test_each_batch_range_is_the_offsets_of_its_records(spark, stack, prefix, tm
         query.stop()
 
     assert len(read) >= 5  # 4 records a batch
-    for logged_ranges, read_ranges in zip(logged, read):
+    for logged_ranges, read_ranges in zip(logged, read, strict=False):
         expected = dict(read_ranges)
         if 1 in expected and expected[1][0] == 0:  # where the query began at "earliest"
             expected[1] = (-2, expected[1][1])

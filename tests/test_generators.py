@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from tests.kafka_io import read_all
-from tests.processes import ROOT
+from devstack.kafka_io import read_all
+from devstack.local_stack import ROOT
 
 
 def run_generator(stack, prefix, module, *args):

@@ -12,10 +12,11 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from kafka.structs import OffsetAndMetadata
 
-from shared.certificates import CertificateAuthority
+from devstack.certificates import CertificateAuthority
+from devstack.local_stack import ROOT
 from shared.config import ConfigError, load
 from shared.tls_check import check_tls
-from tests.processes import ROOT, assert_no_secret_in
+from tests.checks import assert_no_secret_in
 
 pytestmark = pytest.mark.parametrize("stack", ["heroku"], indirect=True)
 

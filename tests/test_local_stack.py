@@ -9,9 +9,9 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 from sqlalchemy import create_engine, text
 
+from devstack.kafka_io import produce, read_all
+from devstack.local_stack import ROOT
 from shared.config import TOPICS, load
-from tests.kafka_io import produce, read_all
-from tests.processes import ROOT
 
 
 def test_contract_topics_exist_under_the_prefix(stack, prefix):
@@ -45,11 +45,12 @@ def port_open(url):
         return probe.connect_ex((host, int(port))) == 0
 
 
+@pytest.mark.services  # starts its own broker
 def test_the_command_line_runs_a_command_in_the_stacks_environment_then_stops_it():
     check = ("import os; from kafka.admin import KafkaAdminClient; "
              "a = KafkaAdminClient(bootstrap_servers=os.environ['KAFKA_URL'][len('kafka://'):]); "
              "print('topics', sorted(a.list_topics())); print('db', os.environ['DATABASE_URL'])")
-    done = subprocess.run([sys.executable, "-m", "shared.local_stack", "--prefix", "cli.", "--",
+    done = subprocess.run([sys.executable, "-m", "devstack.local_stack", "--prefix", "cli.", "--",
                            sys.executable, "-c", check],
                           cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
@@ -62,8 +63,9 @@ def test_the_command_line_runs_a_command_in_the_stacks_environment_then_stops_it
     assert not port_open(exports["KAFKA_URL"]) and not port_open(exports["DATABASE_URL"].split("@")[1].split("/")[0])
 
 
+@pytest.mark.services  # starts its own broker
 def test_a_cluster_id_that_looks_like_an_option_still_formats(tmp_path, monkeypatch):
-    from shared import local_stack
+    from devstack import local_stack
 
     encode = local_stack.base64.urlsafe_b64encode
     monkeypatch.setattr(local_stack.base64, "urlsafe_b64encode", lambda raw: b"-" + encode(raw)[1:])
@@ -76,7 +78,7 @@ def test_a_cluster_id_that_looks_like_an_option_still_formats(tmp_path, monkeypa
 
 
 def test_the_environment_it_prints_masks_the_password_of_a_database_url_given_to_it(capsys):
-    from shared.local_stack import print_environment
+    from devstack.local_stack import print_environment
 
     print_environment({"KAFKA_URL": "kafka://127.0.0.1:9092",
                        "DATABASE_URL": "postgres://app:s3cret%2Fpw@db.example:5432/app"})

@@ -4,8 +4,8 @@ import threading
 
 from sqlalchemy import create_engine
 
+from devstack.postgres import postgres_url, query
 from shared.migrations import STEPS, migrate
-from tests.postgres import postgres_url, query
 
 
 def test_migrating_twice_changes_nothing_the_second_time(database_url):

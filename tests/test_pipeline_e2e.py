@@ -7,13 +7,21 @@ import signal
 from collections import Counter
 
 import pytest
-from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, \
-    ResourcePattern, ResourcePatternFilter, ResourceType
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 
-from shared.local_stack import CLIENT_PRINCIPAL
-from tests.kafka_io import committed_offsets, end_offsets, produce
-from tests.postgres import query, windowed_counts
-from tests.processes import assert_no_secret_in, wait_until
+from devstack.kafka_io import committed_offsets, end_offsets, produce
+from devstack.local_stack import CLIENT_PRINCIPAL, wait_until
+from devstack.postgres import query, windowed_counts
+from tests.checks import assert_no_secret_in
 
 T0_MS = 1_795_000_200_000  # the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "東京", "café"]

@@ -6,13 +6,13 @@ import threading
 
 from sqlalchemy import text
 
+from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import payload
 from services.anomaly_detector.channels import ChannelDelivery, PagerDuty
 from shared import retention
 from shared.exactly_once import engine_for
 from shared.migrations import migrate
 from tests.channel_servers import EventsApiServer
-from tests.postgres import postgres_url, query
 
 
 def migrated_engine(database_url):

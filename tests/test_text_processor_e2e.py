@@ -6,9 +6,10 @@ from collections import Counter
 
 import pytest
 
-from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
-from tests.processes import MODES, wait_until
-from tests.test_text_processor_topology import HARD_LINES, oracle
+from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
+from devstack.local_stack import wait_until
+from tests.checks import MODES
+from tests.tokens import HARD_LINES, oracle
 
 BASE_MS = 1_795_000_000_000  # 2026-11-18
 ONE_MB_LINE = ("abcdefghi " * 100_000).encode()  # 1,000,000 bytes, 100,000 words
@@ -27,7 +28,7 @@ def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers)
     timestamps = [BASE_MS + 1_000 * i for i in range(len(values))]
     produce(stack, prefix + "textlines", values, timestamps)
     expected = Counter()
-    for value, timestamp in zip(values, timestamps):
+    for value, timestamp in zip(values, timestamps, strict=True):
         text = (value or b"").decode("utf-8", "replace")
         expected.update((word, str(timestamp)) for word in oracle(text) if len(word) < 1_000_000)
 

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 from kafka import TopicPartition
 
+from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
+from devstack.local_stack import wait_until
 from shared.config import load
 from shared.group_member import GroupMember
-
-from tests.kafka_io import committed_offsets, end_offsets, produce, read_all
-from tests.processes import MODES, assert_no_secret_in, wait_until
+from tests.checks import MODES, assert_no_secret_in
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
 
@@ -36,7 +36,7 @@ def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, pref
     first = workers.start("tests.echo_worker")
 
     words = read_all(stack, prefix + "words", 300)
-    assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 300))
+    assert Counter(r.value.decode() for r in words) == Counter(line.upper() for line in lines(0, 300))
     wait_until(lambda: progress_saved(stack, prefix), 60, "offsets committed to the group")
 
     batches = first.log_lines("batch")
@@ -57,7 +57,7 @@ def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, pref
     second = workers.start("tests.echo_worker")
     wait_until(lambda: progress_saved(stack, prefix), 90, "the new lines processed")
     words = read_all(stack, prefix + "words", 600)
-    assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 600))
+    assert Counter(r.value.decode() for r in words) == Counter(line.upper() for line in lines(0, 600))
     second.signal(signal.SIGTERM)
     assert second.wait(SIGTERM_GRACE) == 0
     assert_no_secret_in(first.output() + second.output(), stack.environment(prefix))
@@ -102,7 +102,7 @@ def test_copies_split_the_partitions_and_hand_them_over_without_repeating_a_reco
     wait_until(lambda: rows_in(first) + rows_in(second) == 1000, 120, "the last lines processed")
     wait_until(lambda: progress_saved(stack, prefix), 30, "the offsets committed")
     words = read_all(stack, prefix + "words", 1000)
-    assert Counter(r.value.decode() for r in words) == Counter(l.upper() for l in lines(0, 1000))
+    assert Counter(r.value.decode() for r in words) == Counter(line.upper() for line in lines(0, 1000))
     second.signal(signal.SIGTERM)
     assert second.wait(SIGTERM_GRACE) == 0
 

@@ -9,6 +9,8 @@ from shared import worker
 from shared.exactly_once import foreach_batch
 from shared.retention import WINDOWED_COUNTS, Retention
 
+BATCH_RECORDS = 2_000_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
+
 # A batch's counts are copied in bulk, then added to what earlier batches stored.
 BATCH_TABLE = """
     CREATE TEMPORARY TABLE batch_counts (window_start bigint, word_hex text, count bigint)
@@ -58,7 +60,7 @@ class CopySource:
 def add_counts(connection, groups, result, window_seconds):
     if result.rows:
         slices = math.ceil(result.copy_bytes / COPY_PART_BYTES)
-        parts = (copy_text(groups, slices, part).first().lines or "" for part in range(slices))
+        parts = (copy_text(groups, slices, part).collect()[0].lines or "" for part in range(slices))
         with connection.connection.cursor() as cursor:
             cursor.execute(BATCH_TABLE)
             cursor.copy_expert("COPY batch_counts FROM STDIN", CopySource(parts), size=1 << 20)
@@ -122,5 +124,5 @@ def setup(context):
 
 
 if __name__ == "__main__":
-    worker.run("aggregator", "words", start_query, batch_records=2_000_000, read_headers=True,
+    worker.run("aggregator", "words", start_query, batch_records=BATCH_RECORDS, read_headers=True,
                transactional=True, setup=setup)

@@ -23,8 +23,16 @@ import functools
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import (EVENT_TIME_HEADER, PLACE_FIELDS, PLACE_HEADER, header, place_fields,
-                           plausible_millis, storable_key, window_start)
+from shared.events import (
+    EVENT_TIME_HEADER,
+    PLACE_FIELDS,
+    PLACE_HEADER,
+    header,
+    place_fields,
+    plausible_millis,
+    storable_key,
+    window_start,
+)
 
 # A record's status: small numbers group faster than names.
 COUNTED, REPEATED, BAD_TIME, BAD_KEY = 0, 1, 2, 3
@@ -41,7 +49,7 @@ PLACE = ("line_offset", "word_index")
 
 
 @functools.cache
-def _record_columns(window_seconds: int) -> list[Column]:
+def _record_columns(window_seconds: int) -> list[Column | str]:
     """A record's window (null unless its event time is plausible), word,
     partition, offset and place fields (each null if it is not digits)."""
     header_millis = header(EVENT_TIME_HEADER, 1).cast("string").try_cast("long")
@@ -62,7 +70,7 @@ def _place_columns() -> list[Column]:
 
 
 @functools.cache
-def _unless_counted() -> list[Column]:
+def _unless_counted() -> list[Column | str]:
     counted = F.col("status") == COUNTED
     return ["status", F.when(counted, F.col("window_start")).alias("window_start"),
             F.when(counted, F.col("word")).alias("word"), "offset", *RUN, *PLACE]
@@ -216,7 +224,7 @@ def run_thresholds(counted_before: dict, runs) -> tuple[dict, dict, bool]:
         pair = (run.partition, run.line_partition)
         before = highest.get(pair)
         per_run[(*pair, run.run)] = before
-        if pair in pairs_with_a_run and run.lowest_line_offset <= before[0]:
+        if before is not None and pair in pairs_with_a_run and run.lowest_line_offset <= before[0]:
             repeats = True
         pairs_with_a_run.add(pair)
         highest[pair] = tuple(run.highest) if before is None else max(before, tuple(run.highest))

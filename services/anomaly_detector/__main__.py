@@ -1,14 +1,14 @@
 """anomaly_detector_worker: loglines -> alerts, one per threshold crossing.
 See topology.py (parsing, counting) and alerts.py (deciding, publishing)."""
 
-import os
-
 from services.anomaly_detector.alerts import AlertPublisher, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
 from services.anomaly_detector.topology import NO_USER, failed_logins
 from shared import worker
 from shared.exactly_once import foreach_batch
 from shared.retention import ALERT_OUTBOX, Retention
+
+BATCH_RECORDS = 500_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
 
 
 class AnomalyDetector:
@@ -19,7 +19,7 @@ class AnomalyDetector:
         engine, config = context.progress.engine, context.config
         self.publisher = AlertPublisher(engine, config.kafka, context.stop_requested)
         self.publisher.start()
-        ChannelDelivery(engine, configured_channels(os.environ), config.retention_hours,
+        ChannelDelivery(engine, configured_channels(config.channels), config.retention_hours,
                         context.stop_requested).start()
         Retention(engine, {"alert_outbox": ALERT_OUTBOX}, config.retention_hours, context.stop_requested).start()
 
@@ -43,5 +43,5 @@ class AnomalyDetector:
 
 if __name__ == "__main__":
     detector = AnomalyDetector()
-    worker.run("anomaly-detector", "loglines", detector.start_query, batch_records=500_000,
+    worker.run("anomaly-detector", "loglines", detector.start_query, batch_records=BATCH_RECORDS,
                transactional=True, setup=detector.setup)

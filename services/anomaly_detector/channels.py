@@ -2,11 +2,11 @@
 over SMTP, each only when configured. A thread delivers what the outbox holds,
 retrying a failing channel with backoff; the stream never waits for it.
 
-    PAGERDUTY_ROUTING_KEY   Events API v2 integration key (urgent alerts)
-    PAGERDUTY_EVENTS_URL    default https://events.pagerduty.com/v2/enqueue
-    SMTP_SERVER, SMTP_PORT, SMTP_LOGIN, SMTP_PASSWORD
-                            (or the Mailgun add-on's MAILGUN_SMTP_*)
-    ALERT_EMAIL_FROM, ALERT_EMAIL_TO   (email alerts; TO may list several, comma-separated)
+    PAGERDUTY_ROUTING_KEY, PAGERDUTY_EVENTS_URL                  urgent alerts
+    SMTP_SERVER, SMTP_PORT, SMTP_LOGIN, SMTP_PASSWORD (or the Mailgun add-on's
+    MAILGUN_SMTP_*), ALERT_EMAIL_FROM, ALERT_EMAIL_TO (comma-separated)  email alerts
+
+(parsed by shared.config into a ChannelsConfig)
 
 Email goes over TLS only: implicit TLS on port 465, STARTTLS elsewhere, with
 the certificate chain and host name verified against the system's CAs (or
@@ -28,6 +28,7 @@ from email.message import EmailMessage
 
 from sqlalchemy import text
 
+from shared.config import ChannelsConfig
 from shared.logs import log
 
 MAX_BACKOFF_SECONDS = 300
@@ -133,16 +134,13 @@ class Email:
         return smtp
 
 
-def configured_channels(environ):
-    channels = []
-    if environ.get("PAGERDUTY_ROUTING_KEY"):
-        channels.append(PagerDuty(environ["PAGERDUTY_ROUTING_KEY"],
-                                  environ.get("PAGERDUTY_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue")))
-    smtp = lambda name: environ.get(f"SMTP_{name}") or environ.get(f"MAILGUN_SMTP_{name}", "")
-    if smtp("SERVER") and environ.get("ALERT_EMAIL_TO"):
-        channels.append(Email(smtp("SERVER"), int(smtp("PORT") or 587), smtp("LOGIN"), smtp("PASSWORD"),
-                              environ.get("ALERT_EMAIL_FROM", "alerts@localhost"),
-                              [address.strip() for address in environ["ALERT_EMAIL_TO"].split(",")]))
+def configured_channels(config: ChannelsConfig) -> list:
+    channels: list = []
+    if config.pagerduty_routing_key:
+        channels.append(PagerDuty(config.pagerduty_routing_key, config.pagerduty_events_url))
+    if config.smtp_server and config.email_to:
+        channels.append(Email(config.smtp_server, config.smtp_port, config.smtp_login, config.smtp_password,
+                              config.email_from, list(config.email_to)))
     return channels
 
 

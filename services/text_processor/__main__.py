@@ -6,6 +6,8 @@ from services.text_processor.topology import words
 from shared import worker
 from shared.spark import kafka_sink
 
+BATCH_RECORDS = 100_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
+
 
 def start_query(context, source, checkpoint):
     # A new run id for every query run: a run's words reach each `words`
@@ -16,4 +18,4 @@ def start_query(context, source, checkpoint):
 
 
 if __name__ == "__main__":
-    worker.run("text-processor", "textlines", start_query, batch_records=100_000)
+    worker.run("text-processor", "textlines", start_query, batch_records=BATCH_RECORDS)

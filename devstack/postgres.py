@@ -1,4 +1,4 @@
-"""Reading Postgres in tests."""
+"""Reading Postgres from tests and benchmarks."""
 
 from sqlalchemy import create_engine, text
 
@@ -22,3 +22,11 @@ def windowed_counts(database_url):
     rows = query(database_url, "SELECT extract(epoch FROM window_start)::bigint, word, count,"
                                " extract(epoch FROM window_end - window_start)::int FROM windowed_counts")
     return {(start, word): count for start, word, count, _ in rows}, {length for *_, length in rows}
+
+
+# How far the transactional workers are: the next offsets they stored.
+STORED_OFFSETS = "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets WHERE consumer LIKE :consumer"
+
+
+def stored_offsets(database_url, consumer="%"):
+    return query(database_url, STORED_OFFSETS, consumer=consumer)[0][0]

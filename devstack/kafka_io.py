@@ -4,7 +4,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
-from tests.processes import wait_until
+from devstack.local_stack import wait_until
 
 
 def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None, partition=None):

@@ -1,0 +1,105 @@
+"""Worker processes as tests, benchmarks and `make run` start them, with
+their key=value log lines; a benchmark's also sampled for RSS."""
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from devstack.local_stack import ROOT
+
+
+class Worker:
+    """`python -m module` in its own process group (so a signal reaches its
+    JVM too, as on Heroku), its output in `log_path`."""
+
+    def __init__(self, module: str, env: dict, log_path: Path | str):
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env,
+                                        stdout=self._log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+
+    def output(self) -> str:
+        return Path(self.log_path).read_text(errors="replace")
+
+    def log_lines(self, event: str) -> list[dict[str, str]]:
+        """The worker's key=value lines of one event, as dicts."""
+        return [dict(pair.split("=", 1) for pair in shlex.split(line))
+                for line in self.output().splitlines()
+                if line.startswith(f"event={event} ")]
+
+    def signal(self, signum: int) -> None:
+        os.killpg(self.process.pid, signum)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self._log.close()
+
+
+class WorkerProcesses:
+    """The workers one test starts, each logging to its own file in `folder`."""
+
+    def __init__(self, env: dict, folder: Path | str):
+        self.env = {**os.environ, **env}
+        self.folder = Path(folder)
+        self.started: list[Worker] = []
+
+    def start(self, module: str, **extra_env: str) -> Worker:
+        name = f"{module.rsplit('.', 1)[-1]}-{len(self.started)}.log"
+        worker = Worker(module, {**self.env, **extra_env}, self.folder / name)
+        self.started.append(worker)
+        return worker
+
+    def kill_all(self) -> None:
+        for worker in self.started:
+            if worker.process.poll() is None:
+                worker.signal(signal.SIGKILL)
+                worker.wait(30)
+
+
+class MeasuredWorker(Worker):
+    """A worker whose Python and JVM are sampled for RSS."""
+
+    def __init__(self, module: str, env: dict, log_path: Path | str):
+        super().__init__(module, {**os.environ, **env}, log_path)
+        self.peak_rss = 0
+        self.peak_rss_by_program: dict[str, int] = {}  # "python" / "java": the largest each reached
+        self._sampling = True
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        root = psutil.Process(self.process.pid)
+        while self._sampling:
+            try:
+                # Python and its JVM only: the JVM's short-lived spawn helpers
+                # (Hadoop running chmod on checkpoint files) share its address
+                # space (posix_spawn uses CLONE_VM) and would count it twice.
+                tree = [p for p in (root, *root.children(recursive=True))
+                        if p.name() in ("python", "java")]
+                rss = {p.name(): p.memory_info().rss for p in tree}
+                self.peak_rss = max(self.peak_rss, sum(rss.values()))
+                for name, size in rss.items():
+                    self.peak_rss_by_program[name] = max(size, self.peak_rss_by_program.get(name, 0))
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    def batches(self) -> list[dict[str, str]]:
+        return self.log_lines("batch")
+
+    def stop(self) -> None:
+        self.signal(signal.SIGTERM)
+        self.wait(60)
+        self._sampling = False
+
+    def peaks_mb(self) -> dict[str, float]:
+        return {f"peak_rss_{name}_mb": size / 2**20 for name, size in self.peak_rss_by_program.items()}

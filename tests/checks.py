@@ -1,0 +1,17 @@
+"""What end-to-end tests check about the workers they start."""
+
+from shared.config import load
+
+MODES = ("plaintext", "heroku")  # for tests that must pass against both brokers
+
+
+def assert_no_secret_in(output, environment):
+    """No line of the Kafka key (as given, or as the PKCS#8 Java reads) or
+    of the certificates appears in `output`."""
+    pems = {variable: environment.get(variable, "")
+            for variable in ("KAFKA_CLIENT_CERT_KEY", "KAFKA_CLIENT_CERT", "KAFKA_TRUSTED_CERT")}
+    if pems["KAFKA_CLIENT_CERT_KEY"]:
+        pems["the key as PKCS#8"] = load(environment).kafka.client_key_pkcs8
+    for name, pem in pems.items():
+        for line in pem.splitlines()[1:-1]:
+            assert line not in output, f"a line of {name} was printed"
