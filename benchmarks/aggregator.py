@@ -15,16 +15,7 @@ from kafka import KafkaProducer
 from pyspark.sql import functions as F
 from sqlalchemy import text
 
-from benchmarks.harness import (
-    local_stack,
-    migrated_engine,
-    percentile,
-    report,
-    spark_preload,
-    stored_offsets,
-    wait_for_drain,
-)
-from devstack.processes import MeasuredWorker
+from benchmarks.harness import drain_into_postgres, local_stack, percentile, report, spark_preload
 from shared.events import place_value
 
 PREFIX = "bench."
@@ -59,11 +50,7 @@ def main():
         stack.broker.create_topics(PREFIX, partitions=2)
         topic = PREFIX + "words"
         preload_s = spark_preload(stack, topic, realistic_words, count)
-        engine = migrated_engine(stack)
-
-        worker = MeasuredWorker("services.aggregator", stack.environment(PREFIX),
-                                f"{folder}/worker.log")
-        drained = wait_for_drain(worker, count, lambda: stored_offsets(engine) >= count)
+        engine, worker, drained = drain_into_postgres(stack, "services.aggregator", count, folder, PREFIX)
         report("aggregator_drain", words=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], words_per_s=drained["per_s"],
                words_per_s_after_first=drained["after_first_per_s"],

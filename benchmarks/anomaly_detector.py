@@ -14,17 +14,8 @@ import time
 from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import functions as F
 
-from benchmarks.harness import (
-    local_stack,
-    migrated_engine,
-    percentile,
-    report,
-    spark_preload,
-    stored_offsets,
-    wait_for_drain,
-)
+from benchmarks.harness import drain_into_postgres, local_stack, percentile, report, spark_preload
 from devstack.local_stack import wait_until
-from devstack.processes import MeasuredWorker
 
 PREFIX = "bench."
 PROBES = 100
@@ -43,11 +34,7 @@ def main():
     with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
         stack.broker.create_topics(PREFIX, partitions=2)
         preload_s = spark_preload(stack, PREFIX + "loglines", log_lines, count)
-        engine = migrated_engine(stack)
-
-        worker = MeasuredWorker("services.anomaly_detector", stack.environment(PREFIX),
-                                f"{folder}/worker.log")
-        drained = wait_for_drain(worker, count, lambda: stored_offsets(engine) >= count)
+        engine, worker, drained = drain_into_postgres(stack, "services.anomaly_detector", count, folder, PREFIX)
         report("anomaly_drain", lines=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], lines_per_s=drained["per_s"],
                lines_per_s_after_first=drained["after_first_per_s"],

@@ -6,6 +6,7 @@ import time
 
 from devstack.local_stack import LocalStack, wait_until
 from devstack.postgres import STORED_OFFSETS
+from devstack.processes import MeasuredWorker
 
 
 def migrated_engine(stack):
@@ -27,6 +28,15 @@ def stored_offsets(engine):
 
     with engine.connect() as connection:
         return connection.execute(text(STORED_OFFSETS), {"consumer": "%"}).scalar()
+
+
+def drain_into_postgres(stack, module, count, folder, prefix):
+    """Run `module` (a worker that stores its offsets in Postgres) over the
+    preloaded backlog of `count` records; (engine, worker, drain numbers)
+    once Postgres holds them all."""
+    engine = migrated_engine(stack)
+    worker = MeasuredWorker(module, stack.environment(prefix), f"{folder}/worker.log")
+    return engine, worker, wait_for_drain(worker, count, lambda: stored_offsets(engine) >= count)
 
 
 def wait_for_drain(worker, count, done):

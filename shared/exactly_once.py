@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, text
 
 from shared.logs import log
 from shared.offsets import batch_ranges
-from shared.outages import postgres_outage
+from shared.outages import StopRequested, postgres_outage
 
 STORED_FOR_UPDATE = text("""
     SELECT next_offset FROM kafka_offsets
@@ -91,17 +91,35 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
     batch's log line (rows_out among them); `after_commit()` runs once that
     transaction is committed. All three run on the thread Spark calls the
     foreachBatch function on, while the micro-batch is running; they may
-    block (a Postgres outage waits here), and the query waits with them."""
+    block (a Postgres outage waits here), and the query waits with them.
+
+    A stop asked for while Postgres is away abandons the batch: nothing of
+    it is stored, and the next copy begins it again from Postgres's offsets.
+    The function then returns instead of failing the query (a failed query
+    prints a traceback), so every later batch of this query run is
+    abandoned too: stored, it would leave the abandoned one's records as a
+    gap."""
+    abandoned_from = None  # the first batch of this query run that was abandoned
 
     def write_batch(batch, batch_id):
+        nonlocal abandoned_from
+        if abandoned_from is not None:
+            context.batch_log.abandon(batch_id)
+            return
         ranges = batch_ranges(checkpoint, batch_id, context.starting_offsets)
-        if ranges:
+        if not ranges:
+            return
+        try:
             rows = aggregate(batch)
             began = time.monotonic()
             fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
-            if after_commit:
-                after_commit()
-            context.batch_log.report(batch_id, postgres_ms=int((time.monotonic() - began) * 1000),
-                                     **fields)
+        except StopRequested:
+            abandoned_from = batch_id
+            context.batch_log.abandon(batch_id)
+            log("batch_abandoned", batch=batch_id, reason="stop requested while Postgres was unreachable")
+            return
+        if after_commit:
+            after_commit()
+        context.batch_log.report(batch_id, postgres_ms=int((time.monotonic() - began) * 1000), **fields)
 
     return write_batch

@@ -174,15 +174,19 @@ class GroupMember(ConsumerRebalanceListener):
         with self._lock:
             self._to_commit = progress
 
-    def commit_last(self, query):
+    def commit_last(self, query, abandoned=frozenset()):
         """At a stop: commit where the query's last micro-batch ended, unless a
-        rebalance took its partitions (and committed) already."""
+        rebalance took its partitions (and committed) already. A batch in
+        `abandoned` stored nothing: then the last one handed over and not yet
+        committed is, if any."""
         with self._lock:
-            self._to_commit = None  # the last progress is committed here
-        if query.lastProgress and self._owns(query.lastProgress):
+            pending, self._to_commit = self._to_commit, None  # the last progress is committed here
+        last = query.lastProgress
+        if last is not None and last.batchId in abandoned:
+            last = pending
+        if last and self._owns(last):
             try:
-                self._consumer.commit(self._offsets(end_offsets(query.lastProgress)),
-                                      timeout_ms=STOP_STEP_TIMEOUT_MS)
+                self._consumer.commit(self._offsets(end_offsets(last)), timeout_ms=STOP_STEP_TIMEOUT_MS)
             except KafkaError as error:  # the next owner repeats that batch, as after a crash
                 _log_failed_commit(None, error)
 

@@ -18,6 +18,11 @@ MAX_BACKOFF_SECONDS = 30
 T = TypeVar("T")
 
 
+def backoff_seconds(doublings: int, most: int = MAX_BACKOFF_SECONDS) -> int:
+    """2 ** doublings seconds, at most `most`."""
+    return min(most, 2 ** doublings)
+
+
 class StopRequested(Exception):
     """A stop was asked for while a step waited for a service."""
 
@@ -52,7 +57,7 @@ class Outage:
             if not self.is_outage(error):
                 raise
             self.failures += 1
-            backoff = min(MAX_BACKOFF_SECONDS, 2 ** self.failures / 2)
+            backoff = backoff_seconds(self.failures - 1)  # 1 s after the first failure
             cause = getattr(error, "orig", None) or error
             log(self.event, error=type(cause).__name__, retry_in_s=backoff)
             self.stop_requested.wait(backoff)

@@ -6,6 +6,7 @@ import threading
 
 from sqlalchemy import text
 
+from shared import background
 from shared.logs import log
 
 ROWS_PER_DELETE = 5000
@@ -31,19 +32,11 @@ class Retention:
         self.tables = tables
         self.hours = hours
         self.stop_requested = stop_requested
-        self._thread = threading.Thread(target=self._run, name="retention", daemon=True)
 
     def start(self):
         if self.hours:
-            self._thread.start()
-
-    def _run(self):
-        while not self.stop_requested.is_set():
-            try:
-                self.delete_old_rows()
-            except Exception as error:  # noqa: BLE001 - Postgres away: next time
-                log("retention_failed", error=type(error).__name__)
-            self.stop_requested.wait(EVERY_SECONDS)
+            background.every(EVERY_SECONDS, self.delete_old_rows, name="retention",
+                             failure_event="retention_failed", stop_requested=self.stop_requested)
 
     def delete_old_rows(self) -> dict[str, int]:
         """Deletes what is past the retention; {table: rows deleted}."""

@@ -36,10 +36,8 @@ from shared.group_member import GroupMember, stop_gracefully
 from shared.logs import log
 from shared.migrations import migrate
 from shared.offsets import Offsets, lag, unread_ranges
-from shared.outages import StopRequested
+from shared.outages import StopRequested, backoff_seconds
 from shared.tls_check import check_tls
-
-MAX_BACKOFF_SECONDS = 30
 
 
 def starting_offsets(partitions, stored, start_from="earliest"):
@@ -59,16 +57,23 @@ class BatchLog:
     def __init__(self, app: str):
         self.app = app
         self._fields: dict[int, dict] = {}  # batch id -> fields a service reported
+        self.abandoned: set[int] = set()  # batches of this query run that stored nothing
         self._lock = threading.Lock()
 
     def report(self, batch_id: int, **fields) -> None:
         with self._lock:
             self._fields.setdefault(batch_id, {}).update(fields)
 
+    def abandon(self, batch_id: int) -> None:
+        """The batch stored nothing (see shared.exactly_once): no line, no commit."""
+        with self._lock:
+            self.abandoned.add(batch_id)
+
     def forget_reports(self) -> None:
         """Drop what a run that failed reported: the next run's ids start again."""
         with self._lock:
             self._fields.clear()
+            self.abandoned.clear()
 
     def write(self, progress) -> None:
         observed = {name: value for row in progress.observedMetrics.values()
@@ -111,6 +116,8 @@ class BatchListener(StreamingQueryListener):
         if (progress.runId, progress.batchId) == self.last_batch:
             return  # a progress report without a new batch
         self.last_batch = (progress.runId, progress.batchId)
+        if progress.batchId in self.context.batch_log.abandoned:
+            return
         self.member.commit(progress)
         if unread := unread_ranges(progress, self.context.starting_offsets):
             self.member.report_data_lost(unread)
@@ -213,14 +220,14 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
             error = supervise(query, stop_requested, member)
         if error is None or stop_requested.is_set():
             if stop_requested.is_set():
-                member.commit_last(query)
+                member.commit_last(query, context.batch_log.abandoned)
             continue  # stopping, or the group gave this copy other partitions
         summary = _error_summary(error)
         if "ArithmeticException" in summary and skip_unreadable_records(
                 spark, context, member, topic, start_query, batch_records, read_headers):
             continue
         failures = failures + 1 if query.lastProgress is None else 1  # reset by a batch done
-        backoff = min(MAX_BACKOFF_SECONDS, 2 ** failures)
+        backoff = backoff_seconds(failures)
         log("query_failed", app=app, error=summary, retry_in_s=backoff)
         member.wait(backoff, stop_requested)
 

@@ -188,3 +188,29 @@ def test_windows_older_than_the_retention_are_deleted_and_newer_ones_kept(stack,
     wait_until(lambda: everything_stored(stack, prefix, database_url), 120, "every word stored")
     wait_until(lambda: windowed_counts(database_url)[0] == dict(expected_counts(new)), 90,
                "the old windows deleted")
+
+
+def test_sigterm_while_postgres_is_down_stops_in_time_and_the_next_copy_loses_nothing(
+        stack, prefix, database_url, workers):
+    if stack.postgres is None:
+        pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
+    records = word_records(3000, seed=6)
+    send(stack, prefix, records[:1000])
+    worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="500")
+    wait_until(lambda: stored_total(database_url, prefix) >= 500, 120, "a batch stored")
+    stack.postgres.stop()
+    try:
+        send(stack, prefix, records[1000:])  # a batch to write while Postgres is away
+        wait_until(lambda: "event=postgres_unavailable" in worker.output(), 60, "the batch waiting for Postgres")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0  # Heroku's SIGKILL comes 30 s after SIGTERM
+    finally:
+        stack.postgres.start()
+    assert "Traceback" not in worker.output()
+    assert worker.log_lines("batch_abandoned"), "stopped inside the batch that waited for Postgres"
+    # The abandoned batch is neither stored nor committed to the group.
+    committed = committed_offsets(stack, prefix + "aggregator-app", prefix + "words")
+    assert sum(committed.values()) <= stored_total(database_url, prefix) < len(records)
+    workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="500")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
+    assert_exact(database_url, expected_counts(records))

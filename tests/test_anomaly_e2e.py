@@ -12,7 +12,7 @@ import pytest
 from devstack.certificates import CertificateAuthority
 from devstack.kafka_io import end_offsets, produce, read_all
 from devstack.local_stack import wait_until
-from devstack.postgres import query
+from devstack.postgres import query, stored_offsets
 from tests.channel_servers import EventsApiServer, SmtpServer
 from tests.checks import MODES, assert_no_secret_in
 
@@ -48,8 +48,7 @@ def send(stack, prefix, lines):
 def all_done(stack, prefix, database_url):
     """Every line stored and every alert published."""
     try:
-        stored = query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets"
-                                     " WHERE consumer = :c", c=prefix + "anomaly-detector-app")[0][0]
+        stored = stored_offsets(database_url, prefix + "anomaly-detector-app")
         pending = query(database_url, "SELECT count(*) FROM alert_outbox WHERE published_at IS NULL")[0][0]
     except Exception:  # noqa: BLE001 - Postgres not ready, or tables not there yet
         return False
@@ -131,8 +130,7 @@ def test_sigkill_mid_stream_then_restart_neither_loses_nor_repeats_an_alert(
     for kill in range(2):
         worker = workers.start("services.anomaly_detector", MAX_OFFSETS_PER_TRIGGER="61")
         threshold = rng.randrange(150, 300) * (kill + 1)
-        wait_until(lambda: query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets")[0][0]
-                   >= threshold, 120, f"{threshold} lines stored")
+        wait_until(lambda: stored_offsets(database_url) >= threshold, 120, f"{threshold} lines stored")
         worker.signal(signal.SIGKILL)
         worker.wait(30)
     workers.start("services.anomaly_detector", MAX_OFFSETS_PER_TRIGGER="61")

@@ -12,11 +12,10 @@ from cryptography.hazmat.primitives import serialization
 from sqlalchemy.engine import make_url
 
 from devstack.certificates import CertificateAuthority
+from devstack.local_stack import ROOT
 from shared import config as config_module
 from shared.config import ConfigError, load
 from shared.spark import driver_memory
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")

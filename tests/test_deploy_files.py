@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devstack.local_stack import ROOT
 from shared.config import TOPICS
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKERS = {"text_processor_worker", "aggregator_worker", "anomaly_detector_worker"}
 CONTRACT_VARIABLES = {
     "KAFKA_URL", "KAFKA_TRUSTED_CERT", "KAFKA_CLIENT_CERT", "KAFKA_CLIENT_CERT_KEY", "KAFKA_PREFIX",

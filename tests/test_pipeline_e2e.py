@@ -20,7 +20,7 @@ from kafka.admin import (
 
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import CLIENT_PRINCIPAL, wait_until
-from devstack.postgres import query, windowed_counts
+from devstack.postgres import stored_offsets, windowed_counts
 from tests.checks import assert_no_secret_in
 
 T0_MS = 1_795_000_200_000  # the start of a window
@@ -55,11 +55,9 @@ def words_written(stack, prefix):
 
 def words_counted(database_url, prefix):
     try:
-        rows = query(database_url, "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets"
-                                   " WHERE consumer = :c", c=prefix + "aggregator-app")
+        return stored_offsets(database_url, prefix + "aggregator-app")
     except Exception:  # noqa: BLE001 - the table may not exist yet, or Postgres is down
         return -1
-    return rows[0][0]
 
 
 def wait_for_exact_counts(stack, prefix, database_url, workers, lines, timeout=300):

@@ -122,6 +122,9 @@ class AlertPublisher:
         self._thread.start()
 
     def wake(self):
+        """Publish now rather than within the second. Called on the thread
+        of the foreachBatch function once a batch's alerts are committed;
+        never blocks."""
         self._wake.set()
 
     def _run(self):

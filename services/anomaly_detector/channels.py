@@ -20,7 +20,6 @@ import hashlib
 import json
 import smtplib
 import ssl
-import threading
 import unicodedata
 import urllib.error
 import urllib.request
@@ -28,8 +27,10 @@ from email.message import EmailMessage
 
 from sqlalchemy import text
 
+from shared import background
 from shared.config import ChannelsConfig
 from shared.logs import log
+from shared.outages import backoff_seconds
 
 MAX_BACKOFF_SECONDS = 300
 # PagerDuty's limits: summary 1,024 characters, dedup_key 255.
@@ -154,19 +155,11 @@ class ChannelDelivery:
         self.channels = {channel.severity: channel for channel in channels}
         self.retention_hours = retention_hours
         self.stop_requested = stop_requested
-        self._thread = threading.Thread(target=self._run, name="alert-channels", daemon=True)
 
     def start(self):
-        if self.channels:
-            self._thread.start()
-
-    def _run(self):
-        while not self.stop_requested.is_set():
-            try:
-                self.deliver_due()
-            except Exception as error:  # noqa: BLE001 - the outbox keeps the alert
-                log("alert_delivery_failed", error=type(error).__name__)
-            self.stop_requested.wait(1.0)
+        if self.channels:  # the outbox keeps an alert whose delivery round failed
+            background.every(1.0, self.deliver_due, name="alert-channels",
+                             failure_event="alert_delivery_failed", stop_requested=self.stop_requested)
 
     def deliver_due(self, limit=50):
         with self.engine.begin() as connection:
@@ -190,7 +183,7 @@ class ChannelDelivery:
             log("alert_refused", channel=name, alert_id=row.id, error=str(refusal))
             return
         except Exception as error:  # noqa: BLE001 - retried with backoff
-            backoff = min(MAX_BACKOFF_SECONDS, 2 ** row.delivery_attempts)
+            backoff = backoff_seconds(row.delivery_attempts, MAX_BACKOFF_SECONDS)
             connection.execute(text(
                 "UPDATE alert_outbox SET delivery_attempts = delivery_attempts + 1,"
                 " next_delivery_at = now() + make_interval(secs => :backoff) WHERE id = :id"),
