@@ -14,6 +14,7 @@ copies on the same partitions still count every record once.
 
 import time
 
+from py4j.protocol import Py4JJavaError
 from sqlalchemy import create_engine, text
 
 from shared.logs import log
@@ -93,16 +94,23 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
     foreachBatch function on, while the micro-batch is running; they may
     block (a Postgres outage waits here), and the query waits with them.
 
-    A stop asked for while Postgres is away abandons the batch: nothing of
-    it is stored, and the next copy begins it again from Postgres's offsets.
-    The function then returns instead of failing the query (a failed query
-    prints a traceback), so every later batch of this query run is
-    abandoned too: stored, it would leave the abandoned one's records as a
-    gap."""
+    A batch that cannot finish for an expected reason is abandoned: nothing
+    of it is stored, and the query begins it again from Postgres's offsets.
+    That is a stop asked for while Postgres is away, Spark failing to read
+    the batch (a broker outage, a record it cannot convert), or a batch that
+    another copy stored first. The function then returns instead of raising
+    (Spark would print the Python traceback of a failed foreachBatch), and
+    `context.run_error` tells the main loop to end this query run. Every
+    later batch of the run is abandoned too: stored, it would leave the
+    abandoned one's records as a gap."""
     abandoned_from = None  # the first batch of this query run that was abandoned
 
-    def write_batch(batch, batch_id):
+    def abandon(batch_id):
         nonlocal abandoned_from
+        abandoned_from = batch_id
+        context.batch_log.abandon(batch_id)
+
+    def write_batch(batch, batch_id):
         if abandoned_from is not None:
             context.batch_log.abandon(batch_id)
             return
@@ -114,9 +122,12 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
             began = time.monotonic()
             fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
         except StopRequested:
-            abandoned_from = batch_id
-            context.batch_log.abandon(batch_id)
+            abandon(batch_id)
             log("batch_abandoned", batch=batch_id, reason="stop requested while Postgres was unreachable")
+            return
+        except (Py4JJavaError, StaleBatchError) as error:
+            abandon(batch_id)
+            context.run_error = error  # the main loop ends the run and logs it as query_failed
             return
         if after_commit:
             after_commit()

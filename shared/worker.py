@@ -149,6 +149,9 @@ class Context:
     # Where the running query began, for each partition assigned to this copy;
     # set by the main thread before each query run starts.
     starting_offsets: Offsets = field(default_factory=dict)
+    # Why a foreachBatch function gave up on a batch (shared.exactly_once):
+    # the main thread then ends the query run and starts it again.
+    run_error: Exception | None = None
 
 
 class StartQuery(Protocol):
@@ -211,13 +214,13 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
     app, stop_requested = context.batch_log.app, context.stop_requested
     failures = 0
     while (partitions := member.wait_for_partitions(stop_requested)) is not None:
-        stored = context.progress.stored() if context.progress else member.committed()
-        context.starting_offsets = starting_offsets(partitions, stored, context.config.spark.start_from)
+        context.starting_offsets = resume_offsets(context, member, partitions)
         source = spark_module.kafka_stream(spark, context.config.kafka, topic, app,
                                            context.starting_offsets, batch_records, read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
+            context.run_error = None
             query = member.start(lambda: start_query(context, source, checkpoint))
-            error = supervise(query, stop_requested, member)
+            error = supervise(query, context, member)
         if error is None or stop_requested.is_set():
             if stop_requested.is_set():
                 member.commit_last(query, context.batch_log.abandoned)
@@ -226,10 +229,19 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
         if "ArithmeticException" in summary and skip_unreadable_records(
                 spark, context, member, topic, start_query, batch_records, read_headers):
             continue
-        failures = failures + 1 if query.lastProgress is None else 1  # reset by a batch done
+        stored_a_batch = (query.lastProgress is not None
+                          and query.lastProgress.batchId not in context.batch_log.abandoned)
+        failures = 1 if stored_a_batch else failures + 1
         backoff = backoff_seconds(failures)
         log("query_failed", app=app, error=summary, retry_in_s=backoff)
         member.wait(backoff, stop_requested)
+
+
+def resume_offsets(context, member, partitions):
+    """Where a query run on `partitions` begins: the offsets stored with the
+    results in Postgres, or else committed to the group."""
+    stored = context.progress.stored() if context.progress else member.committed()
+    return starting_offsets(partitions, stored, context.config.spark.start_from)
 
 
 def skip_unreadable_records(spark, context, member, topic, start_query, batch_records, read_headers):
@@ -239,6 +251,8 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
     runs the query over the records before it alone, then stores the offsets
     past it. Returns whether there was one."""
     app = context.batch_log.app
+    if context.progress:  # the failed run may have stored batches before the one it failed in
+        context.starting_offsets = resume_offsets(context, member, member.partitions)
     try:
         unreadable = member.first_unreadable(context.starting_offsets, batch_records)
     except KafkaError:  # the broker went away: the main loop retries with backoff
@@ -252,12 +266,13 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
             source = spark_module.kafka_stream(spark, context.config.kafka, topic, app, before,
                                                offset - first, read_headers)
             with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
+                context.run_error = None
                 query = member.start(lambda: start_query(context, source, checkpoint))
                 while query.isActive and query.lastProgress is None and not context.stop_requested.is_set():
                     member.poll(0.1)
                 stop_gracefully(query)
                 member.forget(query)
-                if query.lastProgress is None:  # its one batch did not go through
+                if query.lastProgress is None or context.run_error:  # its one batch did not go through
                     return False  # failed or stopping: the main loop retries or stops
         if context.progress:
             context.progress.commit({partition: (offset, offset + 1)}, lambda connection: {})
@@ -268,20 +283,19 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
     return bool(unreadable)
 
 
-def supervise(query, stop_requested, member):
+def supervise(query, context, member):
     """Keep the group membership while the query runs; return the query's
-    error once it fails, or None once it was stopped (by a stop asked for, or
-    by a rebalance)."""
+    error once it fails or gives up on a batch, or None once it was stopped
+    (by a stop asked for, or by a rebalance)."""
     try:
-        while query.isActive and not stop_requested.is_set():
+        while query.isActive and not context.stop_requested.is_set() and context.run_error is None:
             member.poll()
             query.awaitTermination(0.01)
     except StreamingQueryException as error:  # raised once the query has failed
         return error
     if query.isActive:
         stop_gracefully(query)
-        return None
-    return query.exception()
+    return context.run_error or query.exception()
 
 
 def _error_summary(error):
@@ -289,5 +303,5 @@ def _error_summary(error):
     a foreachBatch function in pages of Spark's own text."""
     text = str(error)
     causes = re.findall(r"([\w.$]*(?:Error|Exception)): ([^\n]+)", text)
-    line = "{}: {}".format(*causes[-1]) if causes else (text.strip() or type(error).__name__)
+    line = "{}: {}".format(*causes[-1]) if causes else f"{type(error).__name__}: {text.strip()}"
     return line.splitlines()[0][:300]

@@ -2,8 +2,6 @@
 
 from shared.config import load
 
-MODES = ("plaintext", "heroku")  # for tests that must pass against both brokers
-
 
 def assert_no_secret_in(output, environment):
     """No line of the Kafka key (as given, or as the PKCS#8 Java reads) or

@@ -13,7 +13,6 @@ import pytest
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import wait_until
 from devstack.postgres import stored_offsets, windowed_counts
-from tests.checks import MODES
 
 T0 = 1_795_000_200  # a multiple of 10: the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "δέλτα", "東京", "x"]
@@ -63,7 +62,8 @@ def assert_exact(database_url, expected):
     assert lengths == {10}
 
 
-@pytest.mark.parametrize("stack", MODES, indirect=True)
+# Heroku-like (TLS, ACLs); the other tests of this file use the plaintext broker.
+@pytest.mark.parametrize("stack", ["heroku"], indirect=True)
 def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, prefix, database_url, workers):
     records = word_records(3000, seed=1)
     send(stack, prefix, records)
@@ -85,7 +85,7 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
         {(T0 + 90, "plain"): 3, (T0 + 90, "tab\there"): 1, (T0 + 90, "back\\slash"): 1})
 
     worker = workers.start("services.aggregator")
-    wait_until(lambda: everything_stored(stack, prefix, database_url), 120, "all words stored")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 240, "all words stored")
     assert_exact(database_url, expected)
     wait_until(lambda: committed_offsets(stack, prefix + "aggregator-app", prefix + "words")
                == end_offsets(stack, prefix + "words"), 30, "lag visible in the consumer group")
@@ -95,6 +95,8 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
     assert sum(int(b["skipped_bad_key"]) for b in batches) == 4
     assert sum(int(b["skipped_bad_time"]) for b in batches) == 3
     assert len(worker.log_lines("skipped_record")) == 1
+    # Spark failed on that record inside the foreachBatch function: skipped, no traceback.
+    assert "Traceback" not in worker.output()
 
 
 class SteadyInput:
@@ -116,16 +118,16 @@ def test_sigkill_at_random_moments_loses_and_doubles_nothing(stack, prefix, data
     rng = random.Random(3)
     small = {"MAX_OFFSETS_PER_TRIGGER": "700"}
     input_ = SteadyInput(stack, prefix, 10_000)
-    for kill in range(3):
+    for kill in range(2):
         worker = workers.start("services.aggregator", **small)
         already = stored_total(database_url, prefix) if kill else 0
         threshold = already + rng.randrange(700, 3000)
-        wait_until(lambda: stored_total(database_url, prefix) >= threshold, 120,
+        wait_until(lambda: stored_total(database_url, prefix) >= threshold, 240,
                    f"kill {kill}: {threshold} offsets stored")
         worker.signal(signal.SIGKILL)
         worker.wait(30)
     workers.start("services.aggregator", **small)
-    wait_until(input_.done.is_set, 120, "all input sent")
+    wait_until(input_.done.is_set, 240, "all input sent")
     # Each restart after a SIGKILL first waits out the dead copy's 30 s session.
     wait_until(lambda: everything_stored(stack, prefix, database_url), 300, "all words stored")
     assert_exact(database_url, expected_counts(input_.records))
@@ -136,13 +138,13 @@ def test_postgres_down_mid_stream_then_back_loses_and_doubles_nothing(stack, pre
         pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
     input_ = SteadyInput(stack, prefix, 12_000)
     worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="1000")
-    wait_until(lambda: stored_total(database_url, prefix) >= 1000, 120, "some batches stored")
+    wait_until(lambda: stored_total(database_url, prefix) >= 1000, 240, "some batches stored")
     stack.postgres.stop()
     try:
         wait_until(lambda: "event=postgres_unavailable" in worker.output(), 60, "the worker noticing")
     finally:
         stack.postgres.start()
-    wait_until(input_.done.is_set, 120, "all input sent")
+    wait_until(input_.done.is_set, 240, "all input sent")
     wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
     assert_exact(database_url, expected_counts(input_.records))
     assert worker.process.poll() is None, "the worker kept running through the outage"
@@ -157,7 +159,7 @@ def test_postgres_down_while_the_worker_starts_delays_it_and_loses_nothing(
     stack.postgres.stop()
     try:
         worker = workers.start("services.aggregator")
-        wait_until(lambda: "event=postgres_unavailable" in worker.output(), 120, "the worker waiting")
+        wait_until(lambda: "event=postgres_unavailable" in worker.output(), 240, "the worker waiting")
     finally:
         stack.postgres.start()
     wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
@@ -171,7 +173,7 @@ def test_two_copies_at_once_still_count_each_word_once(stack, prefix, database_u
     small = {"MAX_OFFSETS_PER_TRIGGER": "800"}
     first = workers.start("services.aggregator", **small, DYNO="aggregator_worker.1")
     second = workers.start("services.aggregator", **small, DYNO="aggregator_worker.2")
-    wait_until(input_.done.is_set, 120, "all input sent")
+    wait_until(input_.done.is_set, 240, "all input sent")
     wait_until(lambda: everything_stored(stack, prefix, database_url), 240, "all words stored")
     assert_exact(database_url, expected_counts(input_.records))
     for worker in (first, second):
@@ -185,7 +187,7 @@ def test_windows_older_than_the_retention_are_deleted_and_newer_ones_kept(stack,
     new = [(word, now_ms, now_ms) for word in VOCABULARY]
     send(stack, prefix, old + new)
     workers.start("services.aggregator", RETENTION_HOURS="1")
-    wait_until(lambda: everything_stored(stack, prefix, database_url), 120, "every word stored")
+    wait_until(lambda: everything_stored(stack, prefix, database_url), 240, "every word stored")
     wait_until(lambda: windowed_counts(database_url)[0] == dict(expected_counts(new)), 90,
                "the old windows deleted")
 
@@ -197,7 +199,7 @@ def test_sigterm_while_postgres_is_down_stops_in_time_and_the_next_copy_loses_no
     records = word_records(3000, seed=6)
     send(stack, prefix, records[:1000])
     worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="500")
-    wait_until(lambda: stored_total(database_url, prefix) >= 500, 120, "a batch stored")
+    wait_until(lambda: stored_total(database_url, prefix) >= 500, 240, "a batch stored")
     stack.postgres.stop()
     try:
         send(stack, prefix, records[1000:])  # a batch to write while Postgres is away

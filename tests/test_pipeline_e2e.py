@@ -60,13 +60,12 @@ def words_counted(database_url, prefix):
         return -1
 
 
-def wait_for_exact_counts(stack, prefix, database_url, workers, lines, timeout=300):
+def wait_for_exact_counts(stack, prefix, database_url, aggregator, lines, timeout=300):
     """Once every line is processed and every word stored, the table holds
     exactly the expected counts; returns the aggregator's batch lines."""
     topic = prefix + "textlines"
     wait_until(lambda: committed_lines(stack, prefix) == end_offsets(stack, topic), timeout,
                "every line processed")
-    aggregator = workers.start("services.aggregator")
     wait_until(lambda: words_counted(database_url, prefix) == words_written(stack, prefix), timeout,
                "every word stored")
     counts, _ = windowed_counts(database_url)
@@ -79,7 +78,7 @@ def wait_for_exact_counts(stack, prefix, database_url, workers, lines, timeout=3
 def wait_inside_a_batch(stack, prefix):
     """Returns once the text processor has committed a batch and written part
     of the next one (words on the topic past what was there at the commit)."""
-    wait_until(lambda: sum(committed_lines(stack, prefix).values()) > 0, 120, "a first batch committed")
+    wait_until(lambda: sum(committed_lines(stack, prefix).values()) > 0, 240, "a first batch committed")
     at_commit = words_written(stack, prefix)
     wait_until(lambda: words_written(stack, prefix) > at_commit + 1000, 60, "the next batch writing")
 
@@ -103,7 +102,8 @@ def test_text_processor_killed_inside_a_batch_counts_every_word_once(stack, pref
     assert words_written(stack, prefix) < processed_words
 
     workers.start("services.text_processor", **batches)  # a fresh checkpoint, as on a new dyno
-    batch_lines = wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    aggregator = workers.start("services.aggregator")
+    batch_lines = wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
     assert words_written(stack, prefix) > processed_words, "the restart re-sent nothing"
     assert_repeats_were_dropped(batch_lines)
 
@@ -125,12 +125,13 @@ def test_a_batch_that_fails_after_writing_part_of_its_words_counts_every_word_on
                                      ResourcePatternFilter(ResourceType.TOPIC, prefix,
                                                            ACLResourcePatternType.PREFIXED))])
     try:
-        wait_until(lambda: "event=query_failed" in worker.output(), 120, "the batch failing")
+        wait_until(lambda: "event=query_failed" in worker.output(), 240, "the batch failing")
     finally:
         with stack.broker.admin() as admin:
             admin.create_acls([acl_write(prefix)])
     assert sum(committed_lines(stack, prefix).values()) < len(lines)
-    batch_lines = wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    aggregator = workers.start("services.aggregator")
+    batch_lines = wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
     assert_repeats_were_dropped(batch_lines)
     assert "Traceback" not in worker.output()
     assert_no_secret_in("".join(w.output() for w in workers.started), stack.environment(prefix))
@@ -143,18 +144,22 @@ def test_broker_killed_while_the_workers_start_delays_them_and_loses_nothing(
     stack.broker.kill()
     try:
         text_processor = workers.start("services.text_processor")
-        wait_until(lambda: "event=kafka_unavailable" in text_processor.output(), 120,
-                   "the text processor waiting for the broker")
+        aggregator = workers.start("services.aggregator")
+        for worker in (text_processor, aggregator):
+            wait_until(lambda: "event=kafka_unavailable" in worker.output(), 240,
+                       f"{worker.log_path} waiting for the broker")
     finally:
         stack.broker.start()
-    wait_for_exact_counts(stack, prefix, database_url, workers, lines)
-    assert text_processor.process.poll() is None
-    assert "Traceback" not in text_processor.output()
+    wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
+    for worker in (text_processor, aggregator):
+        assert worker.process.poll() is None
+        assert "Traceback" not in worker.output()
 
 
 def test_broker_killed_mid_stream_delays_the_workers_and_loses_nothing(stack, prefix, database_url, workers):
     lines = make_lines(3 * BATCH_LINES, seed=4)
     send(stack, prefix, lines)
+    aggregator = workers.start("services.aggregator")  # rides the outage too, inside its batches
     text_processor = workers.start("services.text_processor", MAX_OFFSETS_PER_TRIGGER=str(BATCH_LINES))
     wait_inside_a_batch(stack, prefix)
     stack.broker.kill()
@@ -163,9 +168,10 @@ def test_broker_killed_mid_stream_delays_the_workers_and_loses_nothing(stack, pr
                    or "event=query_failed" in text_processor.output(), 180, "the worker noticing")
     finally:
         stack.broker.start()
-    wait_for_exact_counts(stack, prefix, database_url, workers, lines)
-    assert text_processor.process.poll() is None
-    assert "Traceback" not in text_processor.output()
+    wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
+    for worker in (text_processor, aggregator):
+        assert worker.process.poll() is None
+        assert "Traceback" not in worker.output()
 
 
 def test_text_processor_copies_joining_and_leaving_count_every_word_once(stack, prefix, database_url, workers):
@@ -183,6 +189,7 @@ def test_text_processor_copies_joining_and_leaving_count_every_word_once(stack, 
     first.signal(signal.SIGTERM)  # leaves: the second takes its partitions over
     assert first.wait(30) == 0
     assert sum(committed_lines(stack, prefix).values()) < len(lines), "nothing was left to hand over"
-    wait_for_exact_counts(stack, prefix, database_url, workers, lines)
+    aggregator = workers.start("services.aggregator")
+    wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
     assert [line["partitions"] for line in second.log_lines("partitions_assigned")][-1] == "0,1"
     assert "Traceback" not in first.output() + second.output()
