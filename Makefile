@@ -52,7 +52,7 @@ $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connec
 # Every Spark the tests start (in-process and each worker's) runs on the
 # slug's pruned jars, so the pruning is proven end to end. The end-to-end
 # tests mostly wait (session timeouts, restarts, deadlines): 3 processes,
-# each with its own broker and Postgres: 19 to 23 min where one took 28 (2 cores).
+# each with its own broker and Postgres: 20 to 26 min where one took 28 (2 cores).
 TEST_PROCESSES ?= 3
 test: lint slug
 	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
