@@ -218,8 +218,7 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
         source = spark_module.kafka_stream(spark, context.config.kafka, topic, app,
                                            context.starting_offsets, batch_records, read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
-            context.run_error = None
-            query = member.start(lambda: start_query(context, source, checkpoint))
+            query = start_run(context, member, start_query, source, checkpoint)
             error = supervise(query, context, member)
         if error is None or stop_requested.is_set():
             if stop_requested.is_set():
@@ -235,6 +234,12 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
         backoff = backoff_seconds(failures)
         log("query_failed", app=app, error=summary, retry_in_s=backoff)
         member.wait(backoff, stop_requested)
+
+
+def start_run(context, member, start_query, source, checkpoint):
+    """Start a query run on `source`, with no batch given up on yet."""
+    context.run_error = None
+    return member.start(lambda: start_query(context, source, checkpoint))
 
 
 def resume_offsets(context, member, partitions):
@@ -266,8 +271,7 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
             source = spark_module.kafka_stream(spark, context.config.kafka, topic, app, before,
                                                offset - first, read_headers)
             with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
-                context.run_error = None
-                query = member.start(lambda: start_query(context, source, checkpoint))
+                query = start_run(context, member, start_query, source, checkpoint)
                 while query.isActive and query.lastProgress is None and not context.stop_requested.is_set():
                     member.poll(0.1)
                 stop_gracefully(query)

@@ -1,6 +1,12 @@
 """What end-to-end tests check about the workers they start."""
 
+import pytest
+
 from shared.config import load
+
+# For a test that runs on the Heroku-like broker (TLS, client certificates,
+# prefix ACLs) instead of the plaintext one; see conftest's `stack`.
+heroku_like = pytest.mark.parametrize("stack", ["heroku"], indirect=True)
 
 
 def assert_no_secret_in(output, environment):

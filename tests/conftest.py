@@ -44,7 +44,7 @@ def stacks():
 @pytest.fixture
 def stack(request, stacks):
     """The plaintext stack, or the mode a test names with
-    `@pytest.mark.parametrize("stack", MODES, indirect=True)`."""
+    `@tests.checks.heroku_like`."""
     return stacks(getattr(request, "param", "plaintext"))
 
 

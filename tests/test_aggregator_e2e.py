@@ -13,6 +13,7 @@ import pytest
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import wait_until
 from devstack.postgres import stored_offsets, windowed_counts
+from tests.checks import heroku_like
 
 T0 = 1_795_000_200  # a multiple of 10: the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "δέλτα", "東京", "x"]
@@ -62,8 +63,7 @@ def assert_exact(database_url, expected):
     assert lengths == {10}
 
 
-# Heroku-like (TLS, ACLs); the other tests of this file use the plaintext broker.
-@pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+@heroku_like
 def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, prefix, database_url, workers):
     records = word_records(3000, seed=1)
     send(stack, prefix, records)

@@ -14,7 +14,7 @@ from devstack.kafka_io import end_offsets, produce, read_all
 from devstack.local_stack import wait_until
 from devstack.postgres import query, stored_offsets
 from tests.channel_servers import EventsApiServer, SmtpServer
-from tests.checks import assert_no_secret_in
+from tests.checks import assert_no_secret_in, heroku_like
 
 T0 = 1_795_000_200  # window A starts here; window B 10 s later
 FAILURES_IN_A = {"u150": 150, "u101": 101, "u100": 100, "u60": 60, "u51": 51, "u50": 50, "split": 60}
@@ -92,8 +92,7 @@ def channels(tmp_path):
     smtp.stop()
 
 
-# Heroku-like (TLS, ACLs); the other tests of this file use the plaintext broker.
-@pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+@heroku_like
 def test_exactly_the_contracts_alerts_however_batched(stack, prefix, database_url, release, workers, channels):
     pager, smtp = channels
     send(stack, prefix, log_lines())

@@ -6,7 +6,6 @@ import random
 import signal
 from collections import Counter
 
-import pytest
 from kafka.admin import (
     ACL,
     ACLFilter,
@@ -21,7 +20,7 @@ from kafka.admin import (
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import CLIENT_PRINCIPAL, wait_until
 from devstack.postgres import stored_offsets, windowed_counts
-from tests.checks import assert_no_secret_in
+from tests.checks import assert_no_secret_in, heroku_like
 
 T0_MS = 1_795_000_200_000  # the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "東京", "café"]
@@ -113,7 +112,7 @@ def acl_write(prefix):
                ResourcePattern(ResourceType.TOPIC, prefix, ACLResourcePatternType.PREFIXED))
 
 
-@pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+@heroku_like
 def test_a_batch_that_fails_after_writing_part_of_its_words_counts_every_word_once(
         stack, prefix, database_url, workers):
     lines = make_lines(3 * BATCH_LINES, seed=2)

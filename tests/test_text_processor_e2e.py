@@ -4,10 +4,9 @@ the real worker process, lines in and the exact words out."""
 import signal
 from collections import Counter
 
-import pytest
-
 from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
 from devstack.local_stack import wait_until
+from tests.checks import heroku_like
 from tests.tokens import HARD_LINES, oracle
 
 BASE_MS = 1_795_000_000_000  # 2026-11-18
@@ -20,8 +19,7 @@ def all_processed(stack, prefix):
     return committed_offsets(stack, prefix + "text-processor-app", topic) == end_offsets(stack, topic)
 
 
-# Heroku-like (TLS, ACLs); the other tests of this file use the plaintext broker.
-@pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+@heroku_like
 def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers):
     values = [line.encode() for line in HARD_LINES] + [
         b"\xff\xfe broken \xc3\x28 bytes", None, ONE_MB_LINE, ONE_MB_WORD, b"after the big one"]

@@ -8,14 +8,13 @@ import threading
 from collections import Counter
 from types import SimpleNamespace
 
-import pytest
 from kafka import TopicPartition
 
 from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
 from devstack.local_stack import wait_until
 from shared.config import load
 from shared.group_member import GroupMember
-from tests.checks import assert_no_secret_in
+from tests.checks import assert_no_secret_in, heroku_like
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
 
@@ -30,8 +29,7 @@ def progress_saved(stack, prefix):
     return committed_offsets(stack, prefix + "echo-app", topic) == end_offsets(stack, topic)
 
 
-# Heroku-like (TLS, ACLs); the other tests of this file use the plaintext broker.
-@pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+@heroku_like
 def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, prefix, workers):
     produce(stack, prefix + "textlines", lines(0, 300))
     first = workers.start("tests.echo_worker")
