@@ -54,6 +54,7 @@ def main():
         report("aggregator_drain", words=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], words_per_s=drained["per_s"],
                words_per_s_after_first=drained["after_first_per_s"],
+               words_per_cpu_s_after_first=drained["after_first_per_cpu_s"],
                busy_s=drained["busy_s"], postgres_s=drained["postgres_s"],
                rows_upserted=sum(int(b["rows_out"]) for b in worker.batches()),
                peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())

@@ -38,6 +38,7 @@ def main():
         report("anomaly_drain", lines=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], lines_per_s=drained["per_s"],
                lines_per_s_after_first=drained["after_first_per_s"],
+               lines_per_cpu_s_after_first=drained["after_first_per_cpu_s"],
                busy_s=drained["busy_s"], postgres_s=drained["postgres_s"],
                failed_logins=sum(int(b.get("failed_logins", 0)) for b in worker.batches()),
                peak_rss_mb=worker.peak_rss / 2**20, **worker.peaks_mb())

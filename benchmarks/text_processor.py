@@ -55,7 +55,8 @@ def main():
 
         report("text_processor_drain", lines=lines_in, words=words_out, preload_s=preload_s,
                batches=drained["batches"], lines_per_s=drained["per_s"], words_per_s=words_out / busy_s,
-               lines_per_s_after_first=drained["after_first_per_s"], peak_rss_mb=worker.peak_rss / 2**20)
+               lines_per_s_after_first=drained["after_first_per_s"],
+               lines_per_cpu_s_after_first=drained["after_first_per_cpu_s"], peak_rss_mb=worker.peak_rss / 2**20)
         latencies = steady_latencies(stack, lines_topic, words_topic)
         worker.stop()
         report("text_processor_latency", rate_lines_per_s=STEADY_RATE,

@@ -67,12 +67,13 @@ class WorkerProcesses:
 
 
 class MeasuredWorker(Worker):
-    """A worker whose Python and JVM are sampled for RSS."""
+    """A worker whose Python and JVM are sampled for RSS and CPU time."""
 
     def __init__(self, module: str, env: dict, log_path: Path | str):
         super().__init__(module, {**os.environ, **env}, log_path)
         self.peak_rss = 0
         self.peak_rss_by_program: dict[str, int] = {}  # "python" / "java": the largest each reached
+        self.cpu_s = 0.0  # user + system seconds of Python and its JVM, at the last sample
         self._sampling = True
         threading.Thread(target=self._sample, daemon=True).start()
 
@@ -86,6 +87,7 @@ class MeasuredWorker(Worker):
                 tree = [p for p in (root, *root.children(recursive=True))
                         if p.name() in ("python", "java")]
                 rss = {p.name(): p.memory_info().rss for p in tree}
+                self.cpu_s = sum(sum(p.cpu_times()[:2]) for p in tree)
                 self.peak_rss = max(self.peak_rss, sum(rss.values()))
                 for name, size in rss.items():
                     self.peak_rss_by_program[name] = max(size, self.peak_rss_by_program.get(name, 0))
