@@ -35,12 +35,10 @@ def realistic_words(ids):
     on_time_ms = F.lit(1_795_000_200_000) + F.floor(F.col("id") / 300)
     late_ms = F.when(F.col("id") % 100 == 0, F.floor(F.rand(9) * 60_000)).otherwise(0)
     event_ms = on_time_ms - late_ms
-    # Headers as the text processor writes them: each preload task plays a
+    # A header as the text processor writes it: each preload task plays a
     # textlines partition, its ids lines of one word.
-    place = place_value(F.spark_partition_id(), F.col("id"), F.lit(0), F.lit(1))
-    headers = F.array(F.struct(F.lit("event_time").alias("key"),
-                               event_ms.cast("string").cast("binary").alias("value")),
-                      F.struct(F.lit("place").alias("key"), place.alias("value")))
+    place = place_value(F.spark_partition_id(), F.col("id"), F.lit(0), F.lit(1), event_millis=event_ms)
+    headers = F.array(F.struct(F.lit("place").alias("key"), place.alias("value")))
     return ids.select(word.alias("key"), word.alias("value"), headers.alias("headers"))
 
 

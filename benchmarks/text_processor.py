@@ -13,7 +13,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import functions as F
 
 from benchmarks.harness import local_stack, percentile, report, spark_preload, wait_for_drain
-from devstack.kafka_io import committed_offsets, end_offsets
+from devstack.kafka_io import committed_offsets, end_offsets, event_millis
 from devstack.local_stack import wait_until
 from devstack.processes import MeasuredWorker
 from services.text_processor.generate import VOCABULARY, made_up_sentences
@@ -86,5 +86,5 @@ def steady_latencies(stack, lines_topic, words_topic):
 
 def arrival_delays(consumer):
     now_ms = time.time() * 1000
-    return [(now_ms - int(dict(record.headers)["event_time"])) / 1000
+    return [(now_ms - event_millis(record)) / 1000
             for records in consumer.poll(0).values() for record in records]

@@ -5,6 +5,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from devstack.local_stack import wait_until
+from shared.events import PLACE_DIGITS, PLACE_HEADER
 
 
 def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None, partition=None):
@@ -17,6 +18,11 @@ def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None, pa
                       headers=headers[index] if headers else None, partition=partition)
     producer.flush()
     producer.close()
+
+
+def event_millis(word_record) -> int:
+    """The event time a text processor wrote into a `words` record's place."""
+    return int(dict(word_record.headers)[PLACE_HEADER][PLACE_DIGITS:])
 
 
 def read_all(stack, topic, expected_count, timeout=90):

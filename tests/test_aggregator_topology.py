@@ -7,7 +7,7 @@ from devstack.postgres import postgres_url, windowed_counts
 from services.aggregator import __main__ as aggregator
 from services.aggregator import topology
 from services.aggregator.topology import run_thresholds
-from shared.events import PLACE_FIELDS
+from shared.events import EVENT_TIME_DIGITS, PLACE_FIELDS
 from shared.exactly_once import engine_for
 from shared.migrations import migrate
 
@@ -19,7 +19,9 @@ SCHEMA = ("value binary, timestamp timestamp, headers array<struct<key:string,va
 
 def record(word, timestamp_s, event_time=None, header_value=None, place=None, partition=0):
     """A record on `words`: `place` is (line partition, line offset, word
-    index, run), or the header's raw bytes."""
+    index, run[, event time in ms]), or the header's raw bytes; `event_time`
+    and `header_value` make an `event_time` header, as text processors
+    before the event time moved into the place wrote it."""
     headers = []
     if event_time is not None:
         headers = [("event_time", str(int(event_time * 1000)).encode())]
@@ -33,8 +35,8 @@ def record(word, timestamp_s, event_time=None, header_value=None, place=None, pa
 
 def encoded_place(*fields):
     """As the text processor writes it: each field zero-padded to its width."""
-    widths = [digits for _, digits, _ in PLACE_FIELDS]
-    return "".join(str(value).zfill(width) for value, width in zip(fields, widths, strict=True)).encode()
+    widths = [digits for _, digits, _ in PLACE_FIELDS] + [EVENT_TIME_DIGITS][:len(fields) - len(PLACE_FIELDS)]
+    return "".join(str(int(value)).zfill(width) for value, width in zip(fields, widths, strict=True)).encode()
 
 
 def summary(spark, records, window_seconds=10, thresholds=None, slices=1):
@@ -75,6 +77,21 @@ def test_words_count_in_the_window_of_their_event_time_however_late(spark):
         record("kafka", T0 + 5, event_time=T0 - 0.001),  # the window before
     ])
     assert got == {(T0, "spark"): 2, (T0 + 10, "spark"): 1, (T0, "kafka"): 1, (T0 - 10, "kafka"): 1}
+
+
+def test_the_event_time_in_a_words_place_windows_it(spark):
+    run = 7
+    result = summary(spark, [
+        record("placed", T0 + 100, place=(1, 5, 0, run, (T0 + 1.5) * 1000)),
+        record("placed", T0 + 100, place=(1, 6, 0, run, (T0 + 12) * 1000), event_time=T0 + 99),
+        record("older", T0 + 100, place=(1, 7, 0, run), event_time=T0 + 21),  # 44 digits and a header
+        record("ahead", T0, place=(1, 8, 0, run, 9_999_999_999_999)),         # the year 2286
+        record("short", T0 + 100, place=b"00001000"),                          # its own timestamp
+    ])
+    assert parsed(result.lines) == {(T0, "placed"): 1, (T0 + 10, "placed"): 1, (T0 + 20, "older"): 1,
+                                    (T0 + 100, "short"): 1}
+    assert (result.bad_time, result.counted) == (1, 4)
+    assert {(run_.line_partition, run_.highest.line_offset) for run_ in result.runs} == {(1, 8)}
 
 
 def test_without_a_usable_header_the_record_timestamp_is_the_event_time(spark):

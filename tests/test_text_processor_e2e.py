@@ -4,7 +4,7 @@ the real worker process, lines in and the exact words out."""
 import signal
 from collections import Counter
 
-from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
+from devstack.kafka_io import committed_offsets, end_offsets, event_millis, produce, read_all
 from devstack.local_stack import wait_until
 from tests.checks import heroku_like
 from tests.tokens import HARD_LINES, oracle
@@ -28,13 +28,13 @@ def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers)
     expected = Counter()
     for value, timestamp in zip(values, timestamps, strict=True):
         text = (value or b"").decode("utf-8", "replace")
-        expected.update((word, str(timestamp)) for word in oracle(text) if len(word) < 1_000_000)
+        expected.update((word, timestamp) for word in oracle(text) if len(word) < 1_000_000)
 
     worker = workers.start("services.text_processor")
     records = read_all(stack, prefix + "words", sum(expected.values()), timeout=180)
     wait_until(lambda: all_processed(stack, prefix), 60, "offsets committed")
 
-    got = Counter((r.value.decode(), dict(r.headers)["event_time"].decode()) for r in records)
+    got = Counter((r.value.decode(), event_millis(r)) for r in records)
     assert got == expected
     assert all(r.key == r.value for r in records)
     assert sum(int(b.get("skipped_too_long", 0)) for b in worker.log_lines("batch")) == 1

@@ -12,9 +12,11 @@ from tests.tokens import HARD_LINES, oracle
 RUN = 12345
 
 
+NOW = datetime.datetime(2026, 11, 20, 10, 0, 0, tzinfo=datetime.timezone.utc)
+
+
 def tokenize(spark, values, timestamps=None, partition=3):
-    now = datetime.datetime(2026, 11, 20, 10, 0, 0, tzinfo=datetime.timezone.utc)
-    rows = [(value, (timestamps or {}).get(i, now), partition, 1000 + i) for i, value in enumerate(values)]
+    rows = [(value, (timestamps or {}).get(i, NOW), partition, 1000 + i) for i, value in enumerate(values)]
     lines = spark.createDataFrame(rows, "value binary, timestamp timestamp, partition int, offset long")
     return words(lines, RUN).collect()
 
@@ -46,7 +48,7 @@ def test_each_word_carries_its_lines_event_time(spark):
     first = datetime.datetime(2026, 11, 20, 10, 0, 3, 250000, tzinfo=datetime.timezone.utc)
     late = datetime.datetime(2026, 11, 19, 23, 59, 59, 999000, tzinfo=datetime.timezone.utc)
     rows = tokenize(spark, [b"one two", b"three"], {0: first, 1: late})
-    times = {row.value.decode(): headers(row)["event_time"] for row in rows}
+    times = {row.value.decode(): headers(row)["place"][44:] for row in rows}
     assert times == {
         "one": str(int(first.timestamp() * 1000)),
         "two": str(int(first.timestamp() * 1000)),
@@ -54,13 +56,14 @@ def test_each_word_carries_its_lines_event_time(spark):
     }
 
 
-def test_each_word_carries_its_place_and_run(spark):
+def test_each_word_carries_its_place_run_and_event_time_in_one_header(spark):
     rows = tokenize(spark, [b"one, two", b"", b"  three"], partition=5)
     # Index in the split line: a leading separator makes an empty first token.
+    now_ms = int(NOW.timestamp() * 1000)
     assert {row.value.decode(): headers(row)["place"] for row in rows} == {
-        "one": f"00005{1000:019}{0:010}{RUN:010}", "two": f"00005{1000:019}{1:010}{RUN:010}",
-        "three": f"00005{1002:019}{1:010}{RUN:010}"}
-    assert all(list(headers(row)) == ["event_time", "place"] for row in rows)
+        "one": f"00005{1000:019}{0:010}{RUN:010}{now_ms}", "two": f"00005{1000:019}{1:010}{RUN:010}{now_ms}",
+        "three": f"00005{1002:019}{1:010}{RUN:010}{now_ms}"}
+    assert all(list(headers(row)) == ["place"] for row in rows)
 
 
 def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped(spark):

@@ -52,9 +52,9 @@ PLACE = ("line_offset", "word_index")
 def _record_columns(window_seconds: int) -> list[Column | str]:
     """A record's window (null unless its event time is plausible), word,
     partition, offset and place fields (each null if it is not digits)."""
+    fields, place_millis = place_fields(header(PLACE_HEADER, 1))
     header_millis = header(EVENT_TIME_HEADER, 1).cast("string").try_cast("long")
-    millis = F.coalesce(header_millis, F.unix_millis("timestamp"))
-    fields = place_fields(header(PLACE_HEADER, 2))
+    millis = F.coalesce(place_millis, header_millis, F.unix_millis("timestamp"))
     return [F.when(plausible_millis(millis), window_start(millis, window_seconds)).alias("window_start"),
             F.col("value").cast("string").alias("word"), "partition", "offset",
             *[field.alias(name) for name, field in fields.items()]]

@@ -3,13 +3,11 @@
 A line is lower-cased and split on runs of non-word characters exactly as
 Java's Pattern.compile("\\W+", Pattern.UNICODE_CHARACTER_CLASS) splits it
 (the `(?U)` flag below); empty tokens are dropped. Each word is one Kafka
-record, key and value the word, with two headers (shared.events):
-
-* `event_time`: its line's Kafka timestamp, epoch milliseconds in ASCII
-  digits, so that re-processing puts every word in the same window;
-* `place`: where it came from (textlines partition, line offset, index of the
-  word in the line) and which query run wrote it, so that the aggregator
-  counts a word once however often a failed batch was re-sent.
+record, key and value the word, with one header, `place` (shared.events):
+where it came from (textlines partition, line offset, index of the word in
+the line) and which query run wrote it, so that the aggregator counts a word
+once however often a failed batch was re-sent; and its line's Kafka
+timestamp, so that re-processing puts every word in the same window.
 
 Lines whose timestamp is not a plausible event time, and words too long to
 keep as a key (which would also make records above Kafka's 1 MB limit), are
@@ -20,7 +18,7 @@ skipped; the batch's log line counts them (`skipped_bad_time`,
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import EVENT_TIME_HEADER, MAX_KEY_BYTES, PLACE_HEADER, place_value, plausible_millis
+from shared.events import MAX_KEY_BYTES, PLACE_HEADER, place_value, plausible_millis
 
 NON_WORD_RUNS = r"(?U)\W+"
 
@@ -39,11 +37,10 @@ def words(lines: DataFrame, run: int) -> DataFrame:
     tokens = tokens.observe("words", F.count_if(~fits).alias("skipped_too_long")).where(fits)
 
     word = F.col("word").cast("binary")
-    event_time = F.unix_millis("timestamp").cast("string").cast("binary")
-    place = place_value(F.col("partition"), F.col("offset"), F.col("index"), F.lit(run))
+    place = place_value(F.col("partition"), F.col("offset"), F.col("index"), F.lit(run),
+                        event_millis=F.unix_millis("timestamp"))
     return tokens.select(
         word.alias("key"),
         word.alias("value"),
-        F.array(F.struct(F.lit(EVENT_TIME_HEADER).alias("key"), event_time.alias("value")),
-                F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))).alias("headers"),
+        F.array(F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))).alias("headers"),
     )
