@@ -181,7 +181,7 @@ def test_text_processor_copies_joining_and_leaving_count_every_word_once(stack, 
     first = workers.start("services.text_processor", **small_batches)
     wait_inside_a_batch(stack, prefix)
     second = workers.start("services.text_processor", **small_batches)  # joins: a rebalance
-    wait_until(lambda: second.log_lines("batch"), 180, "the second copy's first batch")
+    wait_until(lambda: second.log_lines("batch"), 240, "the second copy's first batch")
     # 10,000 lines per partition, 1,000 a batch: more than the first copy
     # can finish between this send and its stop.
     send(stack, prefix, lines[3 * BATCH_LINES:])

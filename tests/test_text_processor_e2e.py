@@ -57,7 +57,7 @@ def test_sigkill_mid_stream_then_restart_on_an_empty_disk_loses_nothing(stack, p
     assert sum(committed_at_kill.values()) < 3000, "the kill came too late to test anything"
 
     second = workers.start("services.text_processor", **small_batches)  # a fresh checkpoint
-    wait_until(lambda: all_processed(stack, prefix), 180, "every line processed after restart")
+    wait_until(lambda: all_processed(stack, prefix), 240, "every line processed after restart")
     second.signal(signal.SIGTERM)
     assert second.wait(30) == 0
 

@@ -54,7 +54,7 @@ def test_a_query_runs_logs_commits_and_stops_on_sigterm_then_resumes(stack, pref
     # A new process, on a new empty checkpoint, resumes where the group is.
     produce(stack, prefix + "textlines", lines(500, 600))
     second = workers.start("tests.echo_worker")
-    wait_until(lambda: progress_saved(stack, prefix), 90, "the new lines processed")
+    wait_until(lambda: progress_saved(stack, prefix), 240, "the new lines processed")
     words = read_all(stack, prefix + "words", 600)
     assert Counter(r.value.decode() for r in words) == Counter(line.upper() for line in lines(0, 600))
     second.signal(signal.SIGTERM)
