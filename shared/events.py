@@ -67,17 +67,17 @@ def place_fields(value: Column) -> tuple[dict[str, Column], Column]:
     that is not digits is null by itself); and its event time, null unless
     it holds one."""
     length = F.octet_length(value)
+    with_time = PLACE_DIGITS + EVENT_TIME_DIGITS
+    is_place = length.isin(PLACE_DIGITS, with_time)
 
     def digits_at(position: int, digits: int, kind: str) -> Column:
         return F.substring(value, position, digits).cast("string").try_cast(kind)
 
     fields, position = {}, 1
     for name, digits, kind in PLACE_FIELDS:
-        fields[name] = F.when(length.isin(PLACE_DIGITS, PLACE_DIGITS + EVENT_TIME_DIGITS),
-                              digits_at(position, digits, kind))
+        fields[name] = F.when(is_place, digits_at(position, digits, kind))
         position += digits
-    event_millis = F.when(length == PLACE_DIGITS + EVENT_TIME_DIGITS, digits_at(position, EVENT_TIME_DIGITS, "long"))
-    return fields, event_millis
+    return fields, F.when(length == with_time, digits_at(position, EVENT_TIME_DIGITS, "long"))
 
 
 def header(name: str, position: int) -> Column:
