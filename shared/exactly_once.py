@@ -90,7 +90,9 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
     `aggregate(batch)` in Spark, then `write(connection, aggregated)` in the
     transaction that stores the offsets. `write` returns fields for the
     batch's log line (rows_out among them); `after_commit()` runs once that
-    transaction is committed. All three run on the thread Spark calls the
+    transaction is committed. What `aggregate` caches (persist) lives until
+    then, or until the next batch begins if this one failed: nothing else of
+    the process is cached. All three run on the thread Spark calls the
     foreachBatch function on, while the micro-batch is running; they may
     block (a Postgres outage waits here), and the query waits with them.
 
@@ -118,6 +120,7 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
         if not ranges:
             return
         try:
+            batch.sparkSession.catalog.clearCache()
             rows = aggregate(batch)
             began = time.monotonic()
             fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
@@ -129,6 +132,7 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
             abandon(batch_id)
             context.run_error = error  # the main loop ends the run and logs it as query_failed
             return
+        batch.sparkSession.catalog.clearCache()
         if after_commit:
             after_commit()
         context.batch_log.report(batch_id, postgres_ms=int((time.monotonic() - began) * 1000), **fields)

@@ -205,3 +205,10 @@ def test_counts_copied_in_parts_reach_postgres_whole(spark, database_url, monkey
     assert result.copy_bytes > 10 * 200
     counts, lengths = windowed_counts(database_url)
     assert len(counts) == 37 * 3 and sum(counts.values()) == 500 and lengths == {10}
+
+
+def test_copy_parts_read_as_one_text_of_lines_whatever_the_read_size():
+    for size in (1, 2, 7, 1 << 20):
+        source = aggregator.CopySource(["", "a1\nb2", "", "c3", "d4"])
+        text = b"".join(iter(lambda: source.read(size), b""))
+        assert text == b"a1\nb2\nc3\nd4"

@@ -27,9 +27,9 @@ def batch(database_url):
     engine = engine_for(postgres_url(database_url))
     migrate(engine)
 
-    def record(counts):
+    def record(*parts):
         with engine.begin() as connection:
-            return record_failures(connection, counts, CONFIG)
+            return record_failures(connection, parts, CONFIG)
 
     yield record
     engine.dispose()
@@ -52,6 +52,16 @@ def test_a_window_in_the_future_prunes_nothing_that_is_still_filling(batch):
     assert batch({("alice", now): 45}) == (0, 0)
     assert batch({("mallory", now + 2 * KEEP_WINDOWS_SECONDS): 1}) == (0, 0)  # two days ahead
     assert batch({("alice", now): 45}) == (1, 0)  # 90 failures: the email alert
+
+
+def test_a_batch_in_parts_raises_each_parts_alerts_and_prunes_behind_the_newest_window_of_all(
+        database_url, batch):
+    assert batch({("old", T0): 1}) == (0, 0)
+    newest = T0 + KEEP_WINDOWS_SECONDS + 10
+    assert batch({("alice", T0 + 10): 51}, {}, {("bob", newest): 101}) == (3, 1)  # "old" pruned
+    assert sorted(query(database_url, "SELECT user_id, severity FROM alert_outbox")) == [
+        ("alice", "email"), ("bob", "email"), ("bob", "urgent")]
+    assert batch({}, {}) == (0, 0)
 
 
 class ProcessDied(Exception):

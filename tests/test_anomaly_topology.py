@@ -4,17 +4,21 @@ import datetime
 
 import pytest
 
-from services.anomaly_detector.topology import NO_USER, failed_logins
+from services.anomaly_detector.topology import NO_USER, ROW_OVERHEAD_BYTES, counts_part, failed_logins, summary
 
 T0 = 1_795_000_200  # a multiple of 10
 
 
-def count(spark, lines, seconds=None):
+def lines_frame(spark, lines, seconds=None):
     rows = [(line.encode() if isinstance(line, str) else line,
              datetime.datetime.fromtimestamp(T0 + (seconds or {}).get(i, 0), datetime.timezone.utc))
             for i, line in enumerate(lines)]
-    frame = spark.createDataFrame(rows, "value binary, timestamp timestamp")
-    return {(r.user, r.window_start): r["count"] for r in failed_logins(frame, 10).collect()}
+    return spark.createDataFrame(rows, "value binary, timestamp timestamp")
+
+
+def count(spark, lines, seconds=None):
+    counts = failed_logins(lines_frame(spark, lines, seconds), 10)
+    return {(r.user, r.window_start): r["count"] for r in counts.collect()}
 
 
 @pytest.mark.parametrize("line, user", [
@@ -58,3 +62,15 @@ def test_lines_stamped_far_ahead_of_the_clock_are_skipped_without_a_window(spark
                 seconds={0: ahead + 2 * 86400, 1: ahead + 1800, 2: 0})
     soon = int(T0 + ahead + 1800) // 10 * 10
     assert got == {(NO_USER, None): 1, ("alice", soon): 1, ("alice", T0): 1}
+
+
+def test_a_batchs_counts_in_parts_are_its_users_counts_each_once_and_the_summary_adds_them_up(spark):
+    lines = [f"user{i % 700}|login failed" for i in range(2000)] + ["|login failed"] * 3 + ["zed|login failed"]
+    counts = failed_logins(lines_frame(spark, lines, seconds={len(lines) - 1: 10**10}), 10)
+    parts = [counts_part(counts, 4, part).collect() for part in range(4)]
+    assert all(100 < len(part) < 250 for part in parts)  # 700 users, spread
+    assert sorted((r.user, r.window_start, r["count"]) for part in parts for r in part) == sorted(
+        (f"user{u}", T0, 3 if u < 600 else 2) for u in range(700))
+    result = summary(counts).first()
+    assert (result.users, result.failed_logins, result.no_user, result.bad_time) == (700, 2000, 3, 1)
+    assert result.user_bytes == sum(len(f"user{u}") + ROW_OVERHEAD_BYTES for u in range(700))

@@ -232,7 +232,8 @@ def test_spark_and_channel_settings_are_parsed_with_the_rest():
 
 
 @pytest.mark.parametrize("variable, value", [
-    ("START_FROM", "beginning"), ("SPARK_DRIVER_MEMORY", "lots"), ("SMTP_PORT", "70000"),
+    ("START_FROM", "beginning"), ("SPARK_DRIVER_MEMORY", "lots"), ("SPARK_DRIVER_MEMORY", "480m"),
+    ("SPARK_DRIVER_MEMORY", "500000k"), ("SMTP_PORT", "70000"),
     ("MAILGUN_SMTP_PORT", "smtp"),
 ])
 def test_malformed_spark_and_channel_settings_are_named(variable, value):
@@ -272,7 +273,7 @@ def test_a_config_error_stops_the_process_with_one_line():
 
 
 @pytest.mark.parametrize("limit, heap", [
-    ("536870912\n", "256m"),       # standard-1x: 512 MB
+    ("536870912\n", "512m"),       # standard-1x: 512 MB, below what Spark needs
     ("1073741824\n", "512m"),      # standard-2x: 1 GB
     ("2684354560\n", "1280m"),     # performance-m: 2.5 GB
     ("9223372036854771712\n", "512m"),  # cgroup v1 without a limit

@@ -42,17 +42,21 @@ COPY_PART_BYTES = 32 << 20
 class CopySource:
     """A batch's COPY text as a file of bytes, read a slice at a time: the
     text is ASCII (hex words), so no second whole copy is made (io.StringIO
-    held 4 bytes a character)."""
+    held 4 bytes a character; joining a part to its newline, one more)."""
 
     def __init__(self, parts):
-        self.parts, self.text, self.at = iter(parts), "", 0
+        self.parts, self.text, self.at, self.started = iter(parts), "", 0, False
 
     def read(self, size: int) -> bytes:
         while self.at >= len(self.text):
             part = next(self.parts, None)
             if part is None:
                 return b""
-            self.text, self.at = part + "\n" if part else "", 0
+            if part:
+                self.text, self.at = part, 0
+                if self.started:  # the line before it ends
+                    return b"\n"
+                self.started = True
         chunk, self.at = self.text[self.at:self.at + size], self.at + size
         return chunk.encode("ascii")
 
@@ -84,7 +88,7 @@ def start_query(context, source, checkpoint):
         before = counted_places()
 
         def summarized(thresholds):
-            uncache(batch)
+            batch.sparkSession.catalog.clearCache()  # the groups of a first summary
             groups = grouped(batch, window_seconds, thresholds).persist()
             return groups, summary(groups).first()
 
@@ -107,15 +111,8 @@ def start_query(context, source, checkpoint):
                 "skipped_repeated": result.repeated, "skipped_bad_time": result.bad_time,
                 "skipped_bad_key": result.bad_key}
 
-    write_batch = foreach_batch(context, checkpoint, summarize_batch, write,
-                                after_commit=lambda: uncache(source))
+    write_batch = foreach_batch(context, checkpoint, summarize_batch, write)
     return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
-
-
-def uncache(frame):
-    """Nothing else of this process is cached: a batch that failed left its
-    groups behind."""
-    frame.sparkSession.catalog.clearCache()
 
 
 def setup(context):

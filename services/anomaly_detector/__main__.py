@@ -1,14 +1,23 @@
 """anomaly_detector_worker: loglines -> alerts, one per threshold crossing.
 See topology.py (parsing, counting) and alerts.py (deciding, publishing)."""
 
+import math
+
 from services.anomaly_detector.alerts import AlertPublisher, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
-from services.anomaly_detector.topology import NO_USER, failed_logins
+from services.anomaly_detector.topology import counts_part, failed_logins, summary
 from shared import worker
 from shared.exactly_once import foreach_batch
 from shared.retention import ALERT_OUTBOX, Retention
 
 BATCH_RECORDS = 500_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
+# A batch's (user, window) counts reach Python this much at a time, as
+# topology.summary estimates it (about 35,000 counts of 20-character user
+# ids), so a batch of many distinct long user ids cannot fill the driver:
+# 500,000 ids of 2,000 bytes are 1 GB. A part takes about 5 times its
+# estimate in Python while it is stored (rows, the SQL text, what Postgres
+# returns): 32 MB parts peaked at 215 MB of Python, measured.
+PART_BYTES = 8 << 20
 
 
 class AnomalyDetector:
@@ -26,18 +35,21 @@ class AnomalyDetector:
     def start_query(self, context, source, checkpoint):
         config = context.config
 
-        def write(connection, rows):
-            counts = {(row.user, row.window_start): row["count"] for row in rows if row.user != NO_USER}
-            skipped = [row for row in rows if row.user == NO_USER]
-            alerts, pruned = record_failures(connection, counts, config) if counts else (0, 0)
-            return {"rows_out": len(rows), "failed_logins": sum(counts.values()),
-                    "skipped_no_user": sum(r["count"] for r in skipped if r.window_start is not None),
-                    "skipped_bad_time": sum(r["count"] for r in skipped if r.window_start is None),
+        def count_failures(batch):
+            counts = failed_logins(batch, config.window_seconds).persist()
+            return counts, summary(counts).first()
+
+        def write(connection, counted):
+            counts, result = counted
+            parts = math.ceil(result.user_bytes / PART_BYTES)
+            alerts, pruned = record_failures(
+                connection, ({(row.user, row.window_start): row["count"] for row in
+                              counts_part(counts, parts, part).collect()} for part in range(parts)), config)
+            return {"rows_out": result.users, "failed_logins": result.failed_logins,
+                    "skipped_no_user": result.no_user, "skipped_bad_time": result.bad_time,
                     "alerts": alerts, "windows_pruned": pruned}
 
-        write_batch = foreach_batch(context, checkpoint,
-                                    lambda batch: failed_logins(batch, config.window_seconds).collect(),
-                                    write, after_commit=self.publisher.wake)
+        write_batch = foreach_batch(context, checkpoint, count_failures, write, after_commit=self.publisher.wake)
         return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
 

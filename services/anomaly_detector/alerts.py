@@ -61,27 +61,33 @@ def payload(user, window_start, window_seconds, count, severity, threshold):
                        "severity": severity, "threshold": threshold}, ensure_ascii=False)
 
 
-def record_failures(connection, counts, config):
-    """In the batch's transaction: add `counts` ({(user, window_start): n}),
-    put the alerts they cause in the outbox, and drop windows a day older than
-    the newest (or than now). Returns how many alerts, and how many windows dropped."""
-    thresholds = (("email", config.email_threshold), ("urgent", config.urgent_threshold))
+def record_failures(connection, parts, config):
+    """In the batch's transaction: add the counts of each of `parts` (dicts
+    {(user, window_start): n}, read one at a time), put the alerts they cause
+    in the outbox, and drop windows a day older than the newest (or than
+    now). Returns how many alerts, and how many windows dropped."""
+    alerts, newest_window = 0, None
     with connection.connection.cursor() as cursor:
-        totals = execute_values(cursor, ADD_FAILURES,
-                                [(user, window, n) for (user, window), n in counts.items()],
-                                template=FAILURE_ROW, page_size=5000, fetch=True)
-        alerts = [
-            (user, window, severity,
-             payload(user, window, config.window_seconds, after, severity, threshold))
-            for user, window, after in totals
-            for severity, threshold in crossings(after - counts[(user, window)], after, thresholds)
-        ]
-        added = execute_values(cursor, ADD_ALERTS, alerts, template=ALERT_ROW, page_size=5000,
-                               fetch=True) if alerts else []
-        newest_window = max(window for _, window in counts)
+        for counts in parts:
+            if counts:
+                alerts += _add_failures(cursor, counts, config)
+                newest_window = max(newest_window or 0, max(window for _, window in counts))
+        if newest_window is None:
+            return 0, 0
         cursor.execute(PRUNE_OLD_WINDOWS, {"newest_window": newest_window, "keep": KEEP_WINDOWS_SECONDS})
-        pruned = cursor.rowcount
-    return len(added), pruned
+        return alerts, cursor.rowcount
+
+
+def _add_failures(cursor, counts, config):
+    """Add `counts` and put the alerts they cause in the outbox; how many."""
+    thresholds = (("email", config.email_threshold), ("urgent", config.urgent_threshold))
+    totals = execute_values(cursor, ADD_FAILURES, [(user, window, n) for (user, window), n in counts.items()],
+                            template=FAILURE_ROW, page_size=5000, fetch=True)
+    alerts = [(user, window, severity, payload(user, window, config.window_seconds, after, severity, threshold))
+              for user, window, after in totals
+              for severity, threshold in crossings(after - counts[(user, window)], after, thresholds)]
+    return len(execute_values(cursor, ADD_ALERTS, alerts, template=ALERT_ROW, page_size=5000,
+                              fetch=True)) if alerts else 0
 
 
 PENDING = text("""

@@ -42,3 +42,33 @@ def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
         .groupBy("user", "window_start")
         .count()
     )
+
+
+# What a (user, window) count is taken to hold in Python, besides its user id's
+# bytes: a Row, a dict entry and their numbers (about 200 bytes, measured).
+ROW_OVERHEAD_BYTES = 200
+
+
+def summary(counts: DataFrame) -> DataFrame:
+    """The counts of a batch in one row: `users` (the (user, window) counts
+    to store), `user_bytes` (what they take in Python, about), `failed_logins`,
+    and the lines skipped with no usable user (`no_user`) or time (`bad_time`)."""
+    is_user = F.col("user") != NO_USER
+
+    def total(condition):
+        return F.coalesce(F.sum(F.when(condition, F.col("count"))), F.lit(0))
+
+    return counts.agg(
+        F.count_if(is_user).alias("users"),
+        total(is_user).alias("failed_logins"),
+        F.coalesce(F.sum(F.when(is_user, F.octet_length("user") + ROW_OVERHEAD_BYTES)), F.lit(0)).alias("user_bytes"),
+        total(~is_user & F.col("window_start").isNotNull()).alias("no_user"),
+        total(~is_user & F.col("window_start").isNull()).alias("bad_time"),
+    )
+
+
+def counts_part(counts: DataFrame, parts: int, part: int) -> DataFrame:
+    """The users' counts in one of `parts` parts, so Python holds a part at a
+    time however many distinct users a batch has."""
+    in_part = F.pmod(F.xxhash64("user", "window_start"), F.lit(parts)) == part
+    return counts.where((F.col("user") != NO_USER) & in_part)
