@@ -158,33 +158,29 @@ def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=No
     )
 
 
+# Spark refuses to start below 1.5 times the 300 MB it reserves, as the JVM
+# counts a heap (a 480m heap is 463 MB to it).
+MIN_DRIVER_MEMORY_MB = 512
+MEBIBYTES_PER_UNIT = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024**2}  # none: MiB, as Spark reads it
+
+
 def _spark_config(environ) -> SparkConfig:
     start_from = environ.get("START_FROM", "").strip() or "earliest"
     if start_from not in ("earliest", "latest"):
         raise ConfigError("START_FROM", "must be earliest or latest")
     driver_memory = environ.get("SPARK_DRIVER_MEMORY", "").strip()
-    if driver_memory and not re.fullmatch(r"[1-9][0-9]*[kmgt]?", driver_memory.lower()):
-        raise ConfigError("SPARK_DRIVER_MEMORY", "must be a size such as 512m or 2g")
-    if driver_memory and _mebibytes(driver_memory) < MIN_DRIVER_MEMORY_MB:
-        raise ConfigError("SPARK_DRIVER_MEMORY", f"must be at least {MIN_DRIVER_MEMORY_MB}m")
+    if driver_memory:
+        size = re.fullmatch(r"([1-9][0-9]*)([kmgt]?)", driver_memory.lower())
+        if not size:
+            raise ConfigError("SPARK_DRIVER_MEMORY", "must be a size such as 512m or 2g")
+        if int(size[1]) * MEBIBYTES_PER_UNIT[size[2]] < MIN_DRIVER_MEMORY_MB:
+            raise ConfigError("SPARK_DRIVER_MEMORY", f"must be at least {MIN_DRIVER_MEMORY_MB}m")
     return SparkConfig(
         master=environ.get("SPARK_MASTER", "").strip() or "local[2]",
         driver_memory=driver_memory,
         shuffle_partitions=_positive_int(environ, "SPARK_SHUFFLE_PARTITIONS", 2),
         max_offsets_per_trigger=_positive_int(environ, "MAX_OFFSETS_PER_TRIGGER", None),
         start_from=start_from)
-
-
-# Spark refuses to start below 1.5 times the 300 MB it reserves, as the JVM
-# counts a heap (a 480m heap is 463 MB to it).
-MIN_DRIVER_MEMORY_MB = 512
-
-
-def _mebibytes(size: str) -> float:
-    """A JVM size (no unit: MiB, as Spark reads spark.driver.memory) in MiB."""
-    unit = size[-1].lower() if size[-1].isalpha() else "m"
-    number = int(size[:-1] if size[-1].isalpha() else size)
-    return number * {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2}[unit]
 
 
 def _channels_config(environ) -> ChannelsConfig:

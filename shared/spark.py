@@ -37,7 +37,7 @@ def driver_memory(configured: str = "", limit_files=CGROUP_MEMORY_LIMITS) -> str
             continue
         if limit < NO_LIMIT_BYTES:
             return f"{max(MIN_DRIVER_MEMORY_MB, limit // 2 // 2**20)}m"
-    return "512m"
+    return f"{MIN_DRIVER_MEMORY_MB}m"
 
 
 def session(app_name: str, kafka: KafkaConfig | None = None,

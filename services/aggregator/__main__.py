@@ -1,12 +1,11 @@
 """aggregator_worker: words -> windowed_counts, exactly once. See topology.py."""
 
-import math
-
 from sqlalchemy import text
 
 from services.aggregator.topology import copy_text, grouped, run_thresholds, summary
 from shared import worker
 from shared.exactly_once import foreach_batch
+from shared.parts import collected_in_parts
 from shared.retention import WINDOWED_COUNTS, Retention
 
 BATCH_RECORDS = 2_000_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
@@ -45,7 +44,7 @@ class CopySource:
     held 4 bytes a character; joining a part to its newline, one more)."""
 
     def __init__(self, parts):
-        self.parts, self.text, self.at, self.started = iter(parts), "", 0, False
+        self.parts, self.text, self.at = iter(parts), "", 0
 
     def read(self, size: int) -> bytes:
         while self.at >= len(self.text):
@@ -53,18 +52,18 @@ class CopySource:
             if part is None:
                 return b""
             if part:
+                follows_a_part = bool(self.text)
                 self.text, self.at = part, 0
-                if self.started:  # the line before it ends
+                if follows_a_part:  # end the last line of the part before
                     return b"\n"
-                self.started = True
         chunk, self.at = self.text[self.at:self.at + size], self.at + size
         return chunk.encode("ascii")
 
 
 def add_counts(connection, groups, result, window_seconds):
     if result.rows:
-        slices = math.ceil(result.copy_bytes / COPY_PART_BYTES)
-        parts = (copy_text(groups, slices, part).collect()[0].lines or "" for part in range(slices))
+        parts = collected_in_parts(result.copy_bytes, COPY_PART_BYTES,
+                                   lambda slices, part: copy_text(groups, slices, part).collect()[0].lines or "")
         with connection.connection.cursor() as cursor:
             cursor.execute(BATCH_TABLE)
             cursor.copy_expert("COPY batch_counts FROM STDIN", CopySource(parts), size=1 << 20)
@@ -88,13 +87,13 @@ def start_query(context, source, checkpoint):
         before = counted_places()
 
         def summarized(thresholds):
-            batch.sparkSession.catalog.clearCache()  # the groups of a first summary
             groups = grouped(batch, window_seconds, thresholds).persist()
             return groups, summary(groups).first()
 
         groups, result = summarized(before)
         per_run, after, repeats = run_thresholds(before, result.runs)
         if repeats:
+            groups.unpersist()
             groups, result = summarized(per_run)
         return groups, result, {pair: place for pair, place in after.items() if before.get(pair) != place}
 

@@ -1,10 +1,11 @@
 """words -> one micro-batch's counts per (window, word), in Spark SQL.
 
-A word's event time is its line's, from the `event_time` header the text
-processor writes (epoch milliseconds); a record without a usable one counts
-at its own Kafka timestamp. Windows are tumbling, WINDOW_SECONDS long and
-aligned to the epoch: a word belongs to the window of its event time however
-late it arrives, so there is no watermark and nothing is dropped for lateness.
+A word's event time is its line's, the last digits of the `place` header the
+text processor writes (else an `event_time` header, as older text processors
+wrote it); a record without a usable one counts at its own Kafka timestamp.
+Windows are tumbling, WINDOW_SECONDS long and aligned to the epoch: a word
+belongs to the window of its event time however late it arrives, so there
+is no watermark and nothing is dropped for lateness.
 
 Each word is counted once, end to end. The text processor's `place` header
 says where a word came from (textlines partition, line offset, index in the
@@ -33,6 +34,7 @@ from shared.events import (
     storable_key,
     window_start,
 )
+from shared.parts import in_part
 
 # A record's status: small numbers group faster than names.
 COUNTED, REPEATED, BAD_TIME, BAD_KEY = 0, 1, 2, 3
@@ -189,8 +191,7 @@ def copy_text(groups: DataFrame, slices: int, part: int) -> DataFrame:
     Postgres's COPY text (window_start, the word's UTF-8 bytes in hex so
     nothing needs escaping, count), made in Spark so Python handles one string
     per part instead of a row per word."""
-    in_part = F.pmod(F.xxhash64("word"), F.lit(slices)) == part
-    return groups.where(_is_word() & in_part).agg(F.string_agg(_copy_line(), "\n").alias("lines"))
+    return groups.where(_is_word() & in_part(slices, part, "word")).agg(F.string_agg(_copy_line(), "\n").alias("lines"))
 
 
 @functools.cache

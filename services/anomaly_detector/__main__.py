@@ -1,13 +1,12 @@
 """anomaly_detector_worker: loglines -> alerts, one per threshold crossing.
 See topology.py (parsing, counting) and alerts.py (deciding, publishing)."""
 
-import math
-
 from services.anomaly_detector.alerts import AlertPublisher, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
 from services.anomaly_detector.topology import counts_part, failed_logins, summary
 from shared import worker
 from shared.exactly_once import foreach_batch
+from shared.parts import collected_in_parts
 from shared.retention import ALERT_OUTBOX, Retention
 
 BATCH_RECORDS = 500_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
@@ -41,10 +40,9 @@ class AnomalyDetector:
 
         def write(connection, counted):
             counts, result = counted
-            parts = math.ceil(result.user_bytes / PART_BYTES)
-            alerts, pruned = record_failures(
-                connection, ({(row.user, row.window_start): row["count"] for row in
-                              counts_part(counts, parts, part).collect()} for part in range(parts)), config)
+            parts = collected_in_parts(result.user_bytes, PART_BYTES, lambda parts, part: {
+                (row.user, row.window_start): row["count"] for row in counts_part(counts, parts, part).collect()})
+            alerts, pruned = record_failures(connection, parts, config)
             return {"rows_out": result.users, "failed_logins": result.failed_logins,
                     "skipped_no_user": result.no_user, "skipped_bad_time": result.bad_time,
                     "alerts": alerts, "windows_pruned": pruned}

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from shared.events import plausible_millis, storable_key, window_start
+from shared.parts import in_part
 
 FAILED_LOGIN = "login failed"
 NO_USER = ""
@@ -44,8 +45,9 @@ def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
     )
 
 
-# What a (user, window) count is taken to hold in Python, besides its user id's
-# bytes: a Row, a dict entry and their numbers (about 200 bytes, measured).
+# What a (user, window) count is taken to hold in Python besides its user id's
+# bytes (a Row, a dict entry, their numbers); an estimate, which
+# __main__.PART_BYTES allows for.
 ROW_OVERHEAD_BYTES = 200
 
 
@@ -70,5 +72,4 @@ def summary(counts: DataFrame) -> DataFrame:
 def counts_part(counts: DataFrame, parts: int, part: int) -> DataFrame:
     """The users' counts in one of `parts` parts, so Python holds a part at a
     time however many distinct users a batch has."""
-    in_part = F.pmod(F.xxhash64("user", "window_start"), F.lit(parts)) == part
-    return counts.where((F.col("user") != NO_USER) & in_part)
+    return counts.where((F.col("user") != NO_USER) & in_part(parts, part, "user", "window_start"))
