@@ -5,10 +5,11 @@
 
 import sys
 
-from benchmarks import aggregator, anomaly_detector, stack_startup, text_processor
+from benchmarks import aggregator, anomaly_detector, stack_startup, startup, text_processor
 
 CASES = {
     "stack_startup": stack_startup.main,
+    "startup": startup.main,
     "text_processor": text_processor.main,
     "aggregator": aggregator.main,
     "anomaly_detector": anomaly_detector.main,

@@ -21,13 +21,14 @@ def migrated_engine(stack):
     return engine
 
 
-def stored_offsets(engine):
-    """All next offsets stored in Postgres, on the benchmark's own engine
-    (polled 10 times a second: no new connection each time)."""
+def stored_offsets(engine, consumer="%"):
+    """The next offsets stored in Postgres, summed over the consumer groups
+    LIKE `consumer`, on the benchmark's own engine (polled 10 times a
+    second: no new connection each time)."""
     from sqlalchemy import text
 
     with engine.connect() as connection:
-        return connection.execute(text(STORED_OFFSETS), {"consumer": "%"}).scalar()
+        return connection.execute(text(STORED_OFFSETS), {"consumer": consumer}).scalar()
 
 
 def drain_into_postgres(stack, module, count, folder, prefix):
