@@ -54,7 +54,9 @@ def start_once(stack, engine, folder, module, prefix, topic, record, in_postgres
     for phase, done in (("jvm_s", lambda: worker.log_lines("start")),
                         ("assigned_s", lambda: worker.log_lines("partitions_assigned")),
                         ("first_batch_s", stored)):
-        wait_until(done, 300, phase)
+        wait_until(lambda: done() or worker.process.poll() is not None, 300, phase)
+        if worker.process.poll() is not None:
+            raise RuntimeError(f"{module} exited before {phase}: {worker.output()[-2000:]}")
         phases[phase] = time.monotonic() - began
     worker.stop()
     return phases
