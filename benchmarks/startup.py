@@ -29,25 +29,25 @@ def main():
     with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
         engine = migrated_engine(stack)
         for module, (topic, record, in_postgres) in WORKERS.items():
-            runs = [start_once(stack, engine, folder, module, f"startup{run}.", topic, record, in_postgres)
+            app = module.rsplit(".", 1)[-1].replace("_", "-")
+            runs = [start_once(stack, engine, folder, module, app, topic, record, in_postgres,
+                               prefix=f"startup-{app}-{run}.")  # topics of its own: nothing else waiting
                     for run in range(RUNS)]
             report("startup", worker=module.rsplit(".", 1)[-1], runs=RUNS,
                    **{f"{phase}_median": statistics.median(run[phase] for run in runs) for phase in runs[0]},
                    first_batch_s_max=max(run["first_batch_s"] for run in runs))
 
 
-def start_once(stack, engine, folder, module, prefix, topic, record, in_postgres):
+def start_once(stack, engine, folder, module, app, topic, record, in_postgres, prefix):
     """One cold start on fresh topics: the seconds to each phase."""
     stack.broker.create_topics(prefix, partitions=2)
     produce(stack, prefix + topic, [record] * RECORDS)
-    app = module.rsplit(".", 1)[-1].replace("_", "-")
-    if in_postgres:
-        def stored():
-            return stored_offsets(engine, f"{prefix}{app}-app") >= RECORDS
-    else:
-        def stored():
-            return committed_offsets(stack, f"{prefix}{app}-app", prefix + topic) \
-                == end_offsets(stack, prefix + topic)
+    group = f"{prefix}{app}-app"
+
+    def stored():
+        if in_postgres:
+            return stored_offsets(engine, group) >= RECORDS
+        return committed_offsets(stack, group, prefix + topic) == end_offsets(stack, prefix + topic)
     began = time.monotonic()
     worker = MeasuredWorker(module, stack.environment(prefix), f"{folder}/{prefix}{app}.log")
     phases = {}

@@ -66,15 +66,15 @@ def record_failures(connection, parts, config):
     {(user, window_start): n}, read one at a time), put the alerts they cause
     in the outbox, and drop windows a day older than the newest (or than
     now). Returns how many alerts, and how many windows dropped."""
-    alerts, newest_window = 0, None
+    alerts, newest_windows = 0, []
     with connection.connection.cursor() as cursor:
         for counts in parts:
             if counts:
                 alerts += _add_failures(cursor, counts, config)
-                newest_window = max(newest_window or 0, max(window for _, window in counts))
-        if newest_window is None:
+                newest_windows.append(max(window for _, window in counts))
+        if not newest_windows:
             return 0, 0
-        cursor.execute(PRUNE_OLD_WINDOWS, {"newest_window": newest_window, "keep": KEEP_WINDOWS_SECONDS})
+        cursor.execute(PRUNE_OLD_WINDOWS, {"newest_window": max(newest_windows), "keep": KEEP_WINDOWS_SECONDS})
         return alerts, cursor.rowcount
 
 

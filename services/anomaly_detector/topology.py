@@ -57,13 +57,13 @@ def summary(counts: DataFrame) -> DataFrame:
     and the lines skipped with no usable user (`no_user`) or time (`bad_time`)."""
     is_user = F.col("user") != NO_USER
 
-    def total(condition):
-        return F.coalesce(F.sum(F.when(condition, F.col("count"))), F.lit(0))
+    def total(condition, value=None):  # of the counts, unless `value` says
+        return F.coalesce(F.sum(F.when(condition, F.col("count") if value is None else value)), F.lit(0))
 
     return counts.agg(
         F.count_if(is_user).alias("users"),
         total(is_user).alias("failed_logins"),
-        F.coalesce(F.sum(F.when(is_user, F.octet_length("user") + ROW_OVERHEAD_BYTES)), F.lit(0)).alias("user_bytes"),
+        total(is_user, F.octet_length("user") + ROW_OVERHEAD_BYTES).alias("user_bytes"),
         total(~is_user & F.col("window_start").isNotNull()).alias("no_user"),
         total(~is_user & F.col("window_start").isNull()).alias("bad_time"),
     )
