@@ -39,6 +39,10 @@ from shared.offsets import Offsets, lag, unread_ranges
 from shared.outages import StopRequested, backoff_seconds
 from shared.tls_check import check_tls
 
+# How Spark 4.2's Kafka source fails on a record timestamp it cannot convert
+# to microseconds (a KafkaIllegalStateException; 4.0 raised ArithmeticException).
+UNCONVERTIBLE_TIMESTAMP = "overflows when converting to Spark"
+
 
 def starting_offsets(partitions, stored, start_from="earliest"):
     """Spark wants every partition named: stored ones resume, new ones begin
@@ -225,7 +229,7 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
                 member.commit_last(query, context.batch_log.abandoned)
             continue  # stopping, or the group gave this copy other partitions
         summary = _error_summary(error)
-        if "ArithmeticException" in summary and skip_unreadable_records(
+        if UNCONVERTIBLE_TIMESTAMP in str(error) and skip_unreadable_records(
                 spark, context, member, topic, start_query, batch_records, read_headers):
             continue
         stored_a_batch = (query.lastProgress is not None
