@@ -5,7 +5,7 @@
 
 import sys
 
-from benchmarks import aggregator, anomaly_detector, stack_startup, startup, text_processor
+from benchmarks import aggregator, anomaly_detector, stack_startup, startup, text_processor, web
 
 CASES = {
     "stack_startup": stack_startup.main,
@@ -13,6 +13,7 @@ CASES = {
     "text_processor": text_processor.main,
     "aggregator": aggregator.main,
     "anomaly_detector": anomaly_detector.main,
+    "web": web.main,
 }
 
 

@@ -21,6 +21,7 @@ import base64
 import importlib.util
 import os
 import pwd
+import secrets
 import shlex
 import shutil
 import signal
@@ -360,6 +361,16 @@ def print_environment(env):
     sys.stdout.flush()
 
 
+def dashboard_password():
+    """DASHBOARD_PASSWORD for the `web` process of `make run`: the user's,
+    or a new one, printed with the dashboard's address (honcho's first port)."""
+    given = os.environ.get("DASHBOARD_PASSWORD")
+    password = given or secrets.token_urlsafe(12)
+    print("dashboard: http://localhost:5000  user admin, password",
+          "$DASHBOARD_PASSWORD (yours)" if given else password, flush=True)
+    return {"DASHBOARD_PASSWORD": password}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--heroku-like", action="store_true",
@@ -381,7 +392,7 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             if command:
-                return subprocess.call(command, env={**os.environ, **env})
+                return subprocess.call(command, env={**os.environ, **env, **dashboard_password()})
             print("Ctrl-C stops it.")
             signal.pause()
         except KeyboardInterrupt:

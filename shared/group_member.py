@@ -226,7 +226,10 @@ class GroupMember(ConsumerRebalanceListener):
         self._consumer.commit_async(self._offsets(end_offsets(progress)), callback=_log_failed_commit)
 
     def _offsets(self, offsets):
-        return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
+        """Kafka's form of {partition: next offset}; each commit's metadata
+        is its time in epoch milliseconds (the dashboard shows its age)."""
+        committed_at = str(int(time.time() * 1000))
+        return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, committed_at, -1)
                 for partition, offset in offsets.items()}
 
 

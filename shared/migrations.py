@@ -79,6 +79,12 @@ STEPS = [
         CREATE TABLE alert_sends (
             alert_id     bigint      PRIMARY KEY,
             attempted_at timestamptz NOT NULL DEFAULT now())"""),
+    # The dashboard's queries (services/web/queries.py): one word's series,
+    # and the alerts raised since a time.
+    ("windowed_counts_by_word", """
+        CREATE INDEX windowed_counts_by_word ON windowed_counts (word, window_start)"""),
+    ("alert_outbox_by_created_at", """
+        CREATE INDEX alert_outbox_by_created_at ON alert_outbox (created_at)"""),
 ]
 
 

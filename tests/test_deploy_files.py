@@ -18,6 +18,7 @@ WORKERS = {"text_processor_worker", "aggregator_worker", "anomaly_detector_worke
 CONTRACT_VARIABLES = {
     "KAFKA_URL", "KAFKA_TRUSTED_CERT", "KAFKA_CLIENT_CERT", "KAFKA_CLIENT_CERT_KEY", "KAFKA_PREFIX",
     "KAFKA_ADDON", "DATABASE_URL", "WINDOW_SECONDS", "ANOMALY_URGENT_THRESHOLD", "ANOMALY_EMAIL_THRESHOLD",
+    "RETENTION_HOURS", "DASHBOARD_PASSWORD",
 }
 
 
@@ -31,8 +32,10 @@ def procfile(name="Procfile"):
 
 
 def test_procfile_runs_the_contracts_processes():
-    assert set(procfile()) == WORKERS | {"release"}
+    assert set(procfile()) == WORKERS | {"release", "web"}
     assert procfile()["release"] == ["python", "-m", "shared.migrations"]
+    assert procfile()["web"] == ["python", "-m", "services.web"]
+    assert list(procfile("Procfile.local"))[0] == "web"  # honcho's PORT=5000, which `make run` prints
 
 
 def test_every_procfile_command_runs_an_existing_module():
@@ -47,7 +50,10 @@ def test_app_json_builds_with_java_then_python_and_describes_every_variable():
     assert [b["url"] for b in app["buildpacks"]] == ["heroku/jvm", "heroku/python"]
     plans = {addon["plan"].split(":")[0] for addon in app["addons"]}
     assert plans == {"heroku-kafka", "heroku-postgresql"}
-    assert set(app["formation"]) == WORKERS
+    assert set(app["formation"]) == WORKERS | {"web"}
+    # Heroku mixes no dyno tiers in one app: the smallest of the workers' tier, 512 MB.
+    assert app["formation"]["web"]["size"] == "standard-1x"
+    assert app["env"]["DASHBOARD_PASSWORD"]["generator"] == "secret"
     assert CONTRACT_VARIABLES <= set(app["env"])
     assert all(entry["description"] for entry in app["env"].values())
     defaults = {name: entry.get("value") for name, entry in app["env"].items()}
@@ -87,6 +93,9 @@ def test_compose_runs_kafka_37_postgres_the_topics_and_the_procfiles_workers():
         assert environment["DATABASE_URL"].startswith("postgres://")
         assert set(service["depends_on"]) == {"topics", "release"}
     assert services["release"]["command"] == procfile()["release"]
+    web = services["web"]
+    assert web["command"] == procfile()["web"] and web["ports"] == ["127.0.0.1:5000:5000"]
+    assert web["environment"]["PORT"] == "5000" and "DASHBOARD_PASSWORD" in web["environment"]
     for generator in ("textlines_generator", "loglines_generator"):
         assert services[generator]["profiles"] == ["generators"]
         assert importlib.util.find_spec(services[generator]["command"][2]) is not None
@@ -130,7 +139,9 @@ def test_heroku_setup_on_a_basic_plan_creates_topics_and_consumer_groups(tmp_pat
                                       "anomaly_detector_worker")]
     assert "run --exit-code --app my-app -- " + " ".join(procfile()["release"]) in calls
     (scale,) = [call for call in calls if call.startswith("ps:scale")]
-    assert set(scale.split()[1:-2]) == {f"{worker}=1" for worker in WORKERS}
+    assert set(scale.split()[1:-2]) == {f"{process}=1" for process in WORKERS | {"web"}}
+    (password,) = [call for call in calls if call.startswith("config:set")]
+    assert re.fullmatch(r"config:set DASHBOARD_PASSWORD=[0-9a-f]{32} --app my-app", password)
 
 
 def test_heroku_setup_on_a_dedicated_plan_leaves_consumer_groups_to_kafka(tmp_path):

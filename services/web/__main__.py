@@ -1,0 +1,92 @@
+"""web: the dashboard and its read-only JSON API on $PORT. See app.py."""
+
+import os
+import signal
+import threading
+
+import uvicorn
+from sqlalchemy import create_engine
+
+from services.web.app import create_app
+from services.web.health import WorkerHealth
+from shared import config as config_module
+from shared.config import ConfigError
+from shared.logs import log
+from shared.migrations import migrate
+from shared.outages import StopRequested, postgres_outage
+
+# Heroku sends SIGKILL 30 s after SIGTERM; event streams end within a second
+# of a stop, other responses get this long.
+GRACEFUL_STOP_S = 5
+# Every session of the dashboard reads only, and no query of it runs long.
+READ_ONLY = "-c default_transaction_read_only=on -c statement_timeout=5000"
+
+
+def migrate_in_background(database_url: str, stopping: threading.Event) -> None:
+    """The schema the dashboard reads, made as the workers make it: in a
+    thread, so that $PORT is bound at once (Heroku allows 60 s) even while
+    Postgres is away; until then the API answers 503."""
+    def run():
+        engine = create_engine(database_url, pool_pre_ping=True)
+        try:
+            postgres_outage(stopping).retry(lambda: migrate(engine))
+        except StopRequested:
+            pass
+        finally:
+            engine.dispose()
+    threading.Thread(target=run, name="migrate", daemon=True).start()
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which tells the app's event streams to end when a
+    stop begins: uvicorn waits for open responses before it exits."""
+
+    def __init__(self, stopping: threading.Event, config: uvicorn.Config):
+        super().__init__(config)
+        self.stopping = stopping
+
+    def handle_exit(self, sig, frame):
+        self.stopping.set()
+        super().handle_exit(sig, frame)
+
+
+def read_only_engine(database_url: str):
+    return create_engine(database_url, pool_pre_ping=True, pool_size=4, max_overflow=4,
+                         connect_args={"options": READ_ONLY})
+
+
+def password_and_port(environ) -> tuple[str, int]:
+    password = environ.get("DASHBOARD_PASSWORD", "")
+    if not password.strip():
+        raise ConfigError("DASHBOARD_PASSWORD", "is not set")
+    port = environ.get("PORT", "5000").strip()
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError("PORT", "must be a TCP port number")
+    return password, int(port)
+
+
+def main() -> None:
+    password, port = password_and_port(os.environ)
+    config = config_module.load(needs_database=True)
+    stopping = threading.Event()
+    # uvicorn stops on SIGTERM and SIGINT, then raises the signal again for
+    # the handler it found: this one, so the process ends below and exits 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    migrate_in_background(config.database_url, stopping)
+    engine = read_only_engine(config.database_url)
+    assert config.kafka is not None  # load() parsed it (needs_kafka)
+    health = WorkerHealth(config.kafka)
+    app = create_app(engine, health, password, config.window_seconds, stopping)
+    log("start", app="web", port=port)
+    Server(stopping, uvicorn.Config(
+        app, host="0.0.0.0", port=port, access_log=False, log_level="warning",  # noqa: S104 - Heroku's router
+        timeout_graceful_shutdown=GRACEFUL_STOP_S, proxy_headers=True, server_header=False)).run()
+    stopping.set()
+    health.close()
+    engine.dispose()
+    log("stopped", app="web")
+
+
+if __name__ == "__main__":
+    main()

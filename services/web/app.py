@@ -1,0 +1,236 @@
+"""The dashboard's HTTP API and pages: read-only, behind basic auth.
+
+Every route answers GET only and needs user `admin` with DASHBOARD_PASSWORD.
+The JSON API is what the page itself uses (static/dashboard.js); its OpenAPI
+description is at /api/openapi.json. `/api/events` is a Server-Sent Events
+stream that says `update` within a second of a batch stored in Postgres, so
+the page reloads its numbers without reloading itself.
+"""
+
+import asyncio
+import base64
+import binascii
+import datetime
+import json
+import secrets
+import threading
+from pathlib import Path
+
+from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParameter
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from psycopg2.errors import UndefinedTable
+from sqlalchemy.exc import OperationalError, ProgrammingError
+from starlette.concurrency import run_in_threadpool
+
+from services.web import queries
+from services.web.health import KafkaUnavailable, WorkerHealth
+from shared.logs import log
+
+STATIC = Path(__file__).parent / "static"
+USER = "admin"
+MAX_RANGE = datetime.timedelta(hours=1)  # top words and words per window sum every row of the range
+MAX_SERIES_RANGE = datetime.timedelta(days=7)  # one word's rows, by the (word, window_start) index
+EVENTS_EVERY_S = 1.0
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+                                 b" connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+
+
+
+def moment(name: str):
+    """An optional time parameter."""
+    return Query(None, alias=name, description="ISO 8601 with a time zone, e.g. 2026-11-20T10:00:00Z")
+
+
+From, To, Since = moment("from"), moment("to"), moment("since")
+
+
+class BadRequest(Exception):
+    pass
+
+
+def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
+               stopping: threading.Event) -> "BasicAuth":
+    """The ASGI app over a read-only `engine` and the workers' `health`; its
+    event streams end once `stopping` is set."""
+    app = FastAPI(title="Dashboard API", version="1", docs_url=None, redoc_url=None,
+                  openapi_url="/api/openapi.json",
+                  description="Read-only: windowed word counts, alerts and worker health.")
+    window = datetime.timedelta(seconds=window_seconds)
+
+    def read(query):
+        """query(connection) on a read-only session, in the thread pool."""
+        def run():
+            with engine.connect() as connection:
+                return query(connection)
+        return run_in_threadpool(run)
+
+    async def latest_window():
+        """(start, end) of the latest complete window, or (None, None)."""
+        latest = await read(lambda c: queries.latest_complete_window(c, window_seconds))
+        return (None, None) if latest is None else (latest, latest + window)
+
+    async def hour_to_latest_window():
+        _, end = await latest_window()
+        return (None, None) if end is None else (end - MAX_RANGE, end)
+
+    @app.get("/api/top-words", summary="The words counted most in a window or a range of windows")
+    async def top_words(start: datetime.datetime | None = From, end: datetime.datetime | None = To,
+                        limit: int = Query(10, ge=1, le=100)):
+        """The windows that start in [from, to), at most an hour; without
+        `from` and `to`, the latest complete window."""
+        start, end = _checked_range(start, end, MAX_RANGE) or await latest_window()
+        words = [] if start is None else await read(lambda c: queries.top_words(c, start, end, limit))
+        return {"from": queries.iso(start), "to": queries.iso(end), "words": words}
+
+    @app.get("/api/words/{word}/series", summary="One word's count per window")
+    async def word_series(word: str = PathParameter(min_length=1, max_length=2000),
+                          start: datetime.datetime | None = From, end: datetime.datetime | None = To):
+        """Windows that start in [from, to), at most 7 days; by default the
+        hour up to the latest complete window. Windows without the word are
+        left out."""
+        start, end = _checked_range(start, end, MAX_SERIES_RANGE) or await hour_to_latest_window()
+        points = [] if start is None else await read(lambda c: queries.word_series(c, word, start, end))
+        return {"word": word, "from": queries.iso(start), "to": queries.iso(end), "points": points}
+
+    @app.get("/api/words-per-window", summary="All words counted per window")
+    async def words_per_window(start: datetime.datetime | None = From, end: datetime.datetime | None = To):
+        """Windows that start in [from, to), at most an hour; by default the
+        hour up to the latest complete window."""
+        start, end = _checked_range(start, end, MAX_RANGE) or await hour_to_latest_window()
+        points = [] if start is None else await read(lambda c: queries.words_per_window(c, start, end))
+        return {"from": queries.iso(start), "to": queries.iso(end), "points": points}
+
+    @app.get("/api/alerts", summary="Alerts raised, newest first")
+    async def alerts(since_id: int = Query(0, ge=0), since: datetime.datetime | None = Since,
+                     limit: int = Query(50, ge=1, le=500)):
+        """Alerts with an id above `since_id`, raised at or after `since`."""
+        if since is not None and since.tzinfo is None:
+            raise BadRequest("since needs a time zone (e.g. Z)")
+        after = since or datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        return {"alerts": await read(lambda c: queries.alerts(c, since_id, after, limit))}
+
+    @app.get("/api/health", summary="Each worker's consumer group: lag, copies, last commit")
+    async def worker_health():
+        return {"workers": await run_in_threadpool(health.read)}
+
+    @app.get("/api/events", summary="Server-Sent Events: `update` when new results are stored")
+    async def events(request: Request):
+        return StreamingResponse(_updates(request, read, stopping), media_type="text/event-stream")
+
+    @app.get("/", include_in_schema=False)
+    async def page():
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request, error: RequestValidationError):
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in error.errors())
+        return JSONResponse({"error": problems}, status_code=400)
+
+    @app.exception_handler(BadRequest)
+    async def bad_request(request, error: BadRequest):
+        return JSONResponse({"error": str(error)}, status_code=400)
+
+    @app.exception_handler(OperationalError)
+    async def postgres_away(request, error: OperationalError):
+        log("postgres_unavailable", path=request.url.path, error=type(error.orig).__name__)
+        return JSONResponse({"error": "postgres unavailable"}, status_code=503)
+
+    @app.exception_handler(ProgrammingError)
+    async def not_migrated(request, error: ProgrammingError):
+        if not isinstance(error.orig, UndefinedTable):
+            raise error
+        return JSONResponse({"error": "the schema is not migrated yet"}, status_code=503)
+
+    @app.exception_handler(KafkaUnavailable)
+    async def kafka_away(request, error: KafkaUnavailable):
+        log("kafka_unavailable", path=request.url.path, error=str(error))
+        return JSONResponse({"error": "kafka unavailable"}, status_code=503)
+
+    return BasicAuth(app, password)
+
+
+def _checked_range(start, end, most):
+    """(start, end) as asked for, or None when neither was given."""
+    if start is None and end is None:
+        return None
+    if start is None or end is None:
+        raise BadRequest("give both from and to, or neither")
+    if start.tzinfo is None or end.tzinfo is None:
+        raise BadRequest("from and to need a time zone (e.g. Z)")
+    if not start < end <= start + most:
+        raise BadRequest(f"to must be after from, by at most {most}")
+    return start, end
+
+
+async def _updates(request: Request, read, stopping: threading.Event):
+    """`update` at once, then whenever the stored progress changes; a
+    comment every 15 s keeps proxies (Heroku's router closes a connection
+    idle for 55 s) from closing the stream. EventSource reconnects by itself
+    after a stop."""
+    marker, quiet_s = None, 0.0
+    while not stopping.is_set() and not await request.is_disconnected():
+        try:
+            current = await read(queries.progress_marker)
+        except OperationalError:
+            current = marker  # Postgres is away: nothing new to tell
+        if current != marker:
+            marker, quiet_s = current, 0.0
+            yield f"event: update\ndata: {json.dumps({'at': queries.iso(_now())})}\n\n"
+        elif quiet_s >= 15:
+            quiet_s = 0.0
+            yield ": still here\n\n"
+        await asyncio.sleep(EVENTS_EVERY_S)
+        quiet_s += EVENTS_EVERY_S
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+class BasicAuth:
+    """ASGI middleware: HTTP basic auth on every route, security headers on
+    every response, GET and HEAD only."""
+
+    def __init__(self, app, password: str):
+        self.app = app
+        self.password = password.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                message["headers"] = list(message.get("headers", [])) + SECURITY_HEADERS
+            await send(message)
+
+        if not self._authorized(dict(scope["headers"]).get(b"authorization", b"")):
+            response = JSONResponse({"error": "authentication required"}, status_code=401,
+                                    headers={"WWW-Authenticate": 'Basic realm="dashboard", charset="UTF-8"'})
+        elif scope["method"] not in ("GET", "HEAD"):
+            response = JSONResponse({"error": "read-only"}, status_code=405, headers={"Allow": "GET, HEAD"})
+        else:
+            return await self.app(scope, receive, send_with_headers)
+        await response(scope, receive, send_with_headers)
+
+    def _authorized(self, header: bytes) -> bool:
+        scheme, _, encoded = header.partition(b" ")
+        if scheme.lower() != b"basic":
+            return False
+        try:
+            user, _, password = base64.b64decode(encoded, validate=True).partition(b":")
+        except (binascii.Error, ValueError):
+            return False
+        # Both compared in constant time, and both always: no timing tells which was wrong.
+        return secrets.compare_digest(user, USER.encode()) & secrets.compare_digest(password, self.password)

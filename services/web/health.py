@@ -1,0 +1,88 @@
+"""Each worker's health, as its consumer group shows it in Kafka.
+
+Every worker commits the offsets each micro-batch reached to its group
+(shared/group_member.py), with the commit's time in epoch milliseconds as
+the offsets' metadata. So Kafka alone tells, per worker: its lag per
+partition (the topic's end offset minus the committed one), how many copies
+are in the group, and how long ago a batch was last committed.
+"""
+
+import threading
+import time
+
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import OffsetSpec
+from kafka.errors import KafkaError
+
+from shared.config import KafkaConfig
+
+WORKER_INPUTS = {"text-processor": "textlines", "aggregator": "words", "anomaly-detector": "loglines"}
+FRESH_FOR_S = 2.0  # one reading serves every page and API call for this long
+REQUEST_TIMEOUT_MS = 5_000
+
+
+class KafkaUnavailable(Exception):
+    """The broker could not be asked; the message names the error's type only."""
+
+
+class WorkerHealth:
+    def __init__(self, kafka: KafkaConfig):
+        self.kafka = kafka
+        self._lock = threading.Lock()  # kafka-python's clients are not thread-safe
+        self._admin: KafkaAdminClient | None = None
+        self._reading: tuple[float, list[dict]] | None = None
+
+    def read(self) -> list[dict]:
+        """One dict per worker; raises KafkaUnavailable."""
+        with self._lock:
+            if self._reading and time.monotonic() - self._reading[0] < FRESH_FOR_S:
+                return self._reading[1]
+            try:
+                workers = self._read()
+            except KafkaError as error:
+                self._close_admin()  # new connections on the next try
+                raise KafkaUnavailable(type(error).__name__) from None
+            self._reading = (time.monotonic(), workers)
+            return workers
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_admin()
+
+    def _read(self) -> list[dict]:
+        if self._admin is None:
+            self._admin = KafkaAdminClient(**self.kafka.kafka_python_kwargs(), request_timeout_ms=REQUEST_TIMEOUT_MS)
+        inputs = {app: self.kafka.topic(topic) for app, topic in WORKER_INPUTS.items()}
+        groups = {app: self.kafka.group_id(app) for app in WORKER_INPUTS}
+        partitions = {topic["name"]: sorted(TopicPartition(topic["name"], p["partition_index"])
+                                            for p in topic["partitions"])
+                      for topic in self._admin.describe_topics(list(inputs.values()))}
+        ends = self._admin.list_partition_offsets(
+            {tp: OffsetSpec.LATEST for tps in partitions.values() for tp in tps})
+        committed = self._admin.list_group_offsets({groups[app]: partitions[topic] for app, topic in inputs.items()})
+        described = self._admin.describe_groups(list(groups.values()))
+        return [_worker(app, groups[app], partitions[topic], ends, committed[groups[app]],
+                        copies=len(described[groups[app]]["members"]))
+                for app, topic in inputs.items()]
+
+    def _close_admin(self) -> None:
+        admin, self._admin, self._reading = self._admin, None, None
+        if admin is not None:
+            try:
+                admin.close()
+            except KafkaError:
+                pass  # the connection is gone already
+
+
+def _worker(app, group, partitions, ends, committed, copies) -> dict:
+    """One worker's health from its group's committed offsets and the end offsets."""
+    rows, commit_times = [], []
+    for tp in partitions:
+        end, mark = ends[tp].offset, committed.get(tp)
+        offset = mark.offset if mark is not None and mark.offset >= 0 else None
+        rows.append({"partition": tp.partition, "committed": offset, "end": end, "lag": end - (offset or 0)})
+        if mark is not None and mark.metadata.isdigit():
+            commit_times.append(int(mark.metadata) / 1000)
+    return {"worker": app, "group": group, "topic": partitions[0].topic if partitions else None,
+            "copies": copies, "lag": sum(row["lag"] for row in rows), "partitions": rows,
+            "last_commit_age_s": round(time.time() - max(commit_times), 1) if commit_times else None}

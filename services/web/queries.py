@@ -1,0 +1,88 @@
+"""What the dashboard reads from Postgres, one function per question.
+
+Each takes a connection of a read-only session and returns plain dicts ready
+for JSON. Every query is bounded by an index (migrations.py): the primary key
+(window_start, word), windowed_counts_by_word, alert_outbox's id and
+created_at.
+"""
+
+import datetime
+import json
+
+from sqlalchemy import text
+
+CHANNEL_OF_SEVERITY = {"urgent": "pagerduty", "email": "email"}  # channels.py
+
+LATEST_COMPLETE_WINDOW = text("""
+    SELECT max(window_start) FROM windowed_counts
+    WHERE window_start <= now() - make_interval(secs => :window_seconds)""")
+TOP_WORDS = text("""
+    SELECT word, sum(count) AS count FROM windowed_counts
+    WHERE window_start >= :start AND window_start < :end
+    GROUP BY word ORDER BY count DESC, word LIMIT :limit""")
+WORD_SERIES = text("""
+    SELECT window_start, count FROM windowed_counts
+    WHERE word = :word AND window_start >= :start AND window_start < :end
+    ORDER BY window_start""")
+WORDS_PER_WINDOW = text("""
+    SELECT window_start, sum(count) AS words FROM windowed_counts
+    WHERE window_start >= :start AND window_start < :end
+    GROUP BY window_start ORDER BY window_start""")
+ALERTS = text("""
+    SELECT id, user_id, window_start, severity, payload, created_at, published_at, delivered_at, refused_at
+    FROM alert_outbox
+    WHERE id > :since_id AND created_at >= :since
+    ORDER BY id DESC LIMIT :limit""")
+POSTGRES_PROGRESS = text("""
+    SELECT consumer, sum(next_offset) FROM kafka_offsets GROUP BY consumer ORDER BY consumer""")
+
+
+def iso(moment: datetime.datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def latest_complete_window(connection, window_seconds: int) -> datetime.datetime | None:
+    """The start of the newest window whose end has passed, if any."""
+    return connection.execute(LATEST_COMPLETE_WINDOW, {"window_seconds": window_seconds}).scalar()
+
+
+def top_words(connection, start, end, limit: int) -> list[dict]:
+    """The `limit` words counted most in the windows starting in [start, end)."""
+    rows = connection.execute(TOP_WORDS, {"start": start, "end": end, "limit": limit})
+    return [{"word": word, "count": count} for word, count in rows]
+
+
+def word_series(connection, word: str, start, end) -> list[dict]:
+    rows = connection.execute(WORD_SERIES, {"word": word, "start": start, "end": end})
+    return [{"window_start": iso(window_start), "count": count} for window_start, count in rows]
+
+
+def words_per_window(connection, start, end) -> list[dict]:
+    rows = connection.execute(WORDS_PER_WINDOW, {"start": start, "end": end})
+    return [{"window_start": iso(window_start), "words": words} for window_start, words in rows]
+
+
+def alerts(connection, since_id: int, since, limit: int) -> list[dict]:
+    """The newest `limit` alerts with an id above `since_id` raised at or
+    after `since`, newest first."""
+    rows = connection.execute(ALERTS, {"since_id": since_id, "since": since, "limit": limit})
+    return [_alert(row) for row in rows]
+
+
+def _alert(row) -> dict:
+    alert = json.loads(row.payload)
+    delivery = "delivered" if row.delivered_at else "refused" if row.refused_at else "pending"
+    return {"id": row.id, "user": row.user_id, "window_start": alert["window_start"],
+            "window_end": alert["window_end"], "count": alert["count"], "severity": row.severity,
+            "threshold": alert["threshold"], "raised_at": iso(row.created_at),
+            "published_at": iso(row.published_at), "channel": CHANNEL_OF_SEVERITY.get(row.severity),
+            "delivery": delivery, "delivered_at": iso(row.delivered_at)}
+
+
+def progress_marker(connection) -> tuple:
+    """Changes whenever a batch is stored in Postgres or an alert is raised."""
+    offsets = tuple(connection.execute(POSTGRES_PROGRESS).all())
+    newest_alert = connection.execute(text("SELECT max(id) FROM alert_outbox")).scalar()
+    return offsets, newest_alert

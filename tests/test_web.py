@@ -1,0 +1,297 @@
+"""The `web` process: its JSON API against real Postgres and a real broker,
+its page in a real headless browser, and its auth."""
+
+import base64
+import datetime
+import json
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import InternalError
+
+from devstack.kafka_io import produce
+from devstack.local_stack import ROOT, wait_until
+from devstack.postgres import postgres_url, stored_offsets
+from services.web.__main__ import read_only_engine
+from shared.config import load
+from tests.checks import heroku_like
+
+PASSWORD = "pw-" + secrets.token_hex(8)
+T0 = 1_795_000_000  # 2026-11-18, a multiple of 10: every window here is complete
+
+
+@dataclass
+class Web:
+    base: str
+    process: object
+
+    def get(self, path, password=PASSWORD, method="GET"):
+        """(status, headers, parsed JSON or text)."""
+        request = urllib.request.Request(self.base + path, method=method)
+        if password is not None:
+            token = base64.b64encode(f"admin:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                status, headers, body = response.status, response.headers, response.read()
+        except urllib.error.HTTPError as error:
+            status, headers, body = error.code, error.headers, error.read()
+        is_json = headers.get("content-type", "").startswith("application/json")
+        return status, headers, json.loads(body) if is_json else body.decode()
+
+    def json(self, path):
+        status, _, body = self.get(path)
+        assert status == 200, (path, status, body)
+        return body
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def web(workers, release):
+    port = free_port()
+    process = workers.start("services.web", PORT=str(port), DASHBOARD_PASSWORD=PASSWORD)
+    served = Web(f"http://127.0.0.1:{port}", process)
+
+    def answers():
+        assert process.process.poll() is None, process.output()
+        try:
+            return served.get("/api/alerts")[0] == 200
+        except OSError:
+            return False
+
+    wait_until(answers, 60, "the web process to answer")
+    return served
+
+
+def iso(seconds):
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def store_counts(database_url, counts, consumer="aggregator-app", next_offset=1):
+    """{(window_start epoch s, word): count} into windowed_counts, and the
+    aggregator's stored offsets moved, as one of its batches does."""
+    engine = create_engine(postgres_url(database_url))
+    with engine.begin() as connection:
+        for (start, word), count in counts.items():
+            connection.execute(text(
+                "INSERT INTO windowed_counts VALUES (to_timestamp(:s), to_timestamp(:s + 10), :w, :c)"
+                " ON CONFLICT (window_start, word) DO UPDATE SET count = windowed_counts.count + EXCLUDED.count"),
+                {"s": start, "w": word, "c": count})
+        connection.execute(text(
+            "INSERT INTO kafka_offsets VALUES (:consumer, 'words', 0, :offset) ON CONFLICT"
+            " (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset"),
+            {"consumer": consumer, "offset": next_offset})
+    engine.dispose()
+
+
+def store_alert(database_url, user, window_start, count, severity, threshold, delivered=False):
+    payload = json.dumps({"user": user, "window_start": iso(window_start), "window_end": iso(window_start + 10),
+                          "count": count, "severity": severity, "threshold": threshold})
+    engine = create_engine(postgres_url(database_url))
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO alert_outbox (user_id, window_start, severity, payload, delivered_at)"
+            " VALUES (:user, to_timestamp(:start), :severity, :payload, CASE WHEN :delivered THEN now() END)"),
+            {"user": user, "start": window_start, "severity": severity, "payload": payload, "delivered": delivered})
+    engine.dispose()
+
+
+COUNTS = {(T0, "alpha"): 5, (T0, "beta"): 9, (T0, "gamma"): 1,
+          (T0 + 10, "alpha"): 7, (T0 + 10, "beta"): 2, (T0 + 10, "zeta"): 30,
+          (T0 - 3600, "alpha"): 100}  # an hour before: outside the default range
+
+
+def test_the_api_answers_what_postgres_holds(web, database_url):
+    store_counts(database_url, COUNTS)
+    store_alert(database_url, "mallory", T0, 51, "email", 50, delivered=True)
+    store_alert(database_url, "mallory", T0, 101, "urgent", 100)
+
+    latest = web.json("/api/top-words")
+    assert (latest["from"], latest["to"]) == (iso(T0 + 10), iso(T0 + 20))
+    assert latest["words"] == [{"word": "zeta", "count": 30}, {"word": "alpha", "count": 7},
+                               {"word": "beta", "count": 2}]
+    both = web.json(f"/api/top-words?from={iso(T0)}&to={iso(T0 + 20)}&limit=2")
+    assert both["words"] == [{"word": "zeta", "count": 30}, {"word": "alpha", "count": 12}]
+
+    series = web.json("/api/words/alpha/series")
+    assert (series["from"], series["to"]) == (iso(T0 + 20 - 3600), iso(T0 + 20))
+    assert series["points"] == [{"window_start": iso(T0), "count": 5}, {"window_start": iso(T0 + 10), "count": 7}]
+    week = web.json(f"/api/words/alpha/series?from={iso(T0 - 7200)}&to={iso(T0 + 20)}")
+    assert [p["count"] for p in week["points"]] == [100, 5, 7]
+    assert web.json("/api/words/%C3%A9t%C3%A9/series")["points"] == []
+
+    volume = web.json("/api/words-per-window")
+    assert volume["points"] == [{"window_start": iso(T0), "words": 15}, {"window_start": iso(T0 + 10), "words": 39}]
+
+    alerts = web.json("/api/alerts")["alerts"]
+    assert [(a["severity"], a["count"], a["threshold"], a["channel"], a["delivery"]) for a in alerts] == [
+        ("urgent", 101, 100, "pagerduty", "pending"), ("email", 51, 50, "email", "delivered")]
+    assert alerts[0]["user"] == "mallory" and alerts[0]["window_start"] == iso(T0)
+    assert web.json(f"/api/alerts?since_id={alerts[1]['id']}")["alerts"] == alerts[:1]
+    assert web.json("/api/alerts?since=2999-01-01T00:00:00Z")["alerts"] == []
+
+
+@heroku_like
+def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
+    produce(stack, prefix + "words", [b"w"] * 7, partition=0)
+    produce(stack, prefix + "words", [b"w"] * 3, partition=1)
+    kafka = load(stack.environment(prefix)).kafka
+    member = KafkaConsumer(group_id=prefix + "aggregator-app", enable_auto_commit=False,
+                           **kafka.kafka_python_kwargs())
+    member.subscribe([prefix + "words"])
+    wait_until(lambda: member.poll(200) is not None and member.assignment(), 60, "the group's assignment")
+    committed_at = time.time() - 42
+    member.commit({TopicPartition(prefix + "words", 0): OffsetAndMetadata(5, str(int(committed_at * 1000)), -1)})
+
+    def aggregator():
+        return next(w for w in web.json("/api/health")["workers"] if w["worker"] == "aggregator")
+
+    health = wait_until(lambda: (a := aggregator())["partitions"][0]["committed"] == 5 and a, 10, "the commit")
+    assert health["group"] == prefix + "aggregator-app" and health["copies"] == 1
+    assert health["partitions"] == [{"partition": 0, "committed": 5, "end": 7, "lag": 2},
+                                    {"partition": 1, "committed": None, "end": 3, "lag": 3}]
+    assert health["lag"] == 5 and 42 <= health["last_commit_age_s"] < 60
+    member.close()
+    others = {w["worker"]: w for w in web.json("/api/health")["workers"]}
+    assert others["text-processor"]["copies"] == 0 and others["text-processor"]["last_commit_age_s"] is None
+
+
+@pytest.mark.parametrize("path, problem", [
+    ("/api/top-words?limit=0", "limit"),
+    ("/api/top-words?limit=ten", "limit"),
+    (f"/api/top-words?from={iso(T0)}", "both"),
+    (f"/api/top-words?from={iso(T0)}&to={iso(T0 + 7200)}", "at most"),
+    (f"/api/top-words?from={iso(T0 + 10)}&to={iso(T0)}", "after"),
+    ("/api/top-words?from=2026-11-20T10:00:00&to=2026-11-20T10:00:10", "time zone"),
+    ("/api/words-per-window?from=yesterday&to=today", "from"),
+    (f"/api/words/x/series?from={iso(T0)}&to={iso(T0 + 8 * 86400)}", "at most"),
+    ("/api/alerts?since_id=-1", "since_id"),
+    ("/api/alerts?limit=501", "limit"),
+    ("/api/words/" + "x" * 2001 + "/series", "word"),
+])
+def test_a_bad_parameter_is_a_clear_400(web, path, problem):
+    status, _, body = web.get(path)
+    assert status == 400 and problem in body["error"], body
+
+
+def test_every_route_wants_the_password_and_sends_security_headers(web):
+    for path in ("/", "/static/dashboard.js", "/api/top-words", "/api/health", "/api/events", "/api/openapi.json"):
+        for password in (None, "wrong", PASSWORD + "x"):
+            status, headers, _ = web.get(path, password=password)
+            assert status == 401 and headers["WWW-Authenticate"].startswith("Basic"), (path, password)
+    status, headers, page = web.get("/")
+    assert status == 200 and "dashboard.js" in page
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+    assert "unsafe-inline" not in headers["Content-Security-Policy"] and "<script>" not in page
+    assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
+    assert web.get("/api/alerts", method="POST")[0] == 405
+    paths = web.json("/api/openapi.json")["paths"]
+    assert sorted(paths) == ["/api/alerts", "/api/events", "/api/health", "/api/top-words",
+                             "/api/words-per-window", "/api/words/{word}/series"]
+    assert all(list(operations) == ["get"] for operations in paths.values())
+    for _, _, body in (web.get("/api/health"), web.get("/api/openapi.json"), web.get("/")):
+        assert PASSWORD not in json.dumps(body)
+
+
+def test_its_postgres_sessions_cannot_write(database_url, release):
+    engine = read_only_engine(postgres_url(database_url))
+    with pytest.raises(InternalError, match="read-only transaction"):
+        with engine.begin() as connection:
+            connection.execute(text("DELETE FROM windowed_counts"))
+    engine.dispose()
+
+
+def test_it_refuses_to_start_without_a_password():
+    done = subprocess.run([sys.executable, "-m", "services.web"], cwd=ROOT, capture_output=True, text=True,
+                          env={"DATABASE_URL": "postgres://u:secret@localhost:1/db", "KAFKA_URL": "kafka://x:1"},
+                          timeout=60)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == ["config error: DASHBOARD_PASSWORD is not set"]
+
+
+def test_it_stops_within_30_s_of_sigterm_with_an_event_stream_open(web):
+    request = urllib.request.Request(web.base + "/api/events")
+    request.add_header("Authorization", "Basic " + base64.b64encode(f"admin:{PASSWORD}".encode()).decode())
+    with urllib.request.urlopen(request, timeout=10) as stream:
+        assert stream.readline().startswith(b"event: update")
+        began = time.monotonic()
+        web.process.signal(signal.SIGTERM)
+        assert web.process.wait(30) == 0
+    assert time.monotonic() - began < 30
+    assert "event=stopped" in web.process.output() and "Traceback" not in web.process.output()
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's; .ci/run installs it
+
+
+def bar_labels(page):
+    """The top-words chart's bars as the page shows them: [word, count]."""
+    return page.eval_on_selector_all(
+        "#top-chart g", "bars => bars.map(bar => [...bar.querySelectorAll('text')].map(t => t.textContent))")
+
+
+def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
+        web, workers, stack, prefix, database_url, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    aggregator = workers.start("services.aggregator")
+    first = ["zeta"] * 30 + ["alpha"] * 7 + ["beta"] * 2
+    produce(stack, prefix + "words", [w.encode() for w in first], [T0 * 1000 + i for i in range(len(first))])
+    wait_until(lambda: stored_offsets(database_url) == len(first), 120, "the aggregator's first batch")
+    store_alert(database_url, "mallory", T0, 101, "urgent", 100)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        context = browser.new_context(http_credentials={"username": "admin", "password": PASSWORD},
+                                      viewport={"width": 390, "height": 844})  # a phone
+        page = context.new_page()
+        problems = []
+        page.on("console", lambda message: message.type == "error" and problems.append(message.text))
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.goto(web.base + "/")
+
+        page.wait_for_selector('#top-chart g[data-word="zeta"]')
+        assert bar_labels(page) == [["zeta", "30"], ["alpha", "7"], ["beta", "2"]]
+        page.wait_for_selector("#alerts tr")
+        assert page.inner_text("#alerts tr").split("\t") == ["mallory", "11:06:40–11:06:50", "101", "urgent",
+                                                             "pending (pagerduty)"]
+        page.wait_for_function("document.querySelector('#health').innerText.includes('aggregator')")
+        aggregator_row = page.inner_text("#health tr:nth-child(2)").split("\t")
+        assert aggregator_row[:3] == ["aggregator", "1", "0"]
+
+        page.fill("#word", "alpha")
+        page.click("button")
+        page.wait_for_selector("#series-chart circle")
+        assert page.eval_on_selector_all("#series-chart circle", "cs => cs.map(c => +c.dataset.value)") == [7]
+
+        page.evaluate("window.notReloaded = true")
+        second = ["omega"] * 3 + ["alpha"] * 4
+        produce(stack, prefix + "words", [w.encode() for w in second],
+                [(T0 + 10) * 1000 + i for i in range(len(second))])
+        page.wait_for_selector('#top-chart g[data-word="omega"]', timeout=120_000)
+        assert bar_labels(page) == [["alpha", "4"], ["omega", "3"]]
+        page.wait_for_function("document.querySelectorAll('#series-chart circle').length === 2")
+        assert page.evaluate("window.notReloaded") is True
+        volume = page.eval_on_selector_all("#volume-chart circle", "cs => cs.map(c => +c.dataset.value)")
+        assert volume == [39, 7]
+        page.screenshot(path=tmp_path / "dashboard.png", full_page=True)
+        print("screenshot:", tmp_path / "dashboard.png")
+        browser.close()
+    assert problems == []
+    assert aggregator.process.poll() is None
