@@ -44,7 +44,6 @@ SECURITY_HEADERS = [
 ]
 
 
-
 def moment(name: str):
     """An optional time parameter."""
     return Query(None, alias=name, description="ISO 8601 with a time zone, e.g. 2026-11-20T10:00:00Z")
@@ -54,7 +53,7 @@ From, To, Since = moment("from"), moment("to"), moment("since")
 
 
 class BadRequest(Exception):
-    pass
+    """A parameter FastAPI's types let through but the query cannot take."""
 
 
 def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
@@ -169,7 +168,8 @@ def _checked_range(start, end, most):
     if start.tzinfo is None or end.tzinfo is None:
         raise BadRequest("from and to need a time zone (e.g. Z)")
     if not start < end <= start + most:
-        raise BadRequest(f"to must be after from, by at most {most}")
+        hours = most / datetime.timedelta(hours=1)
+        raise BadRequest(f"to must be after from, by at most {hours:g} hours")
     return start, end
 
 
