@@ -56,9 +56,9 @@ def paths(rng):
 
     return {
         "top_words_latest": lambda: "/api/top-words",
-        "top_words_hour": lambda: (lambda s: f"/api/top-words?from={iso(s)}&to={iso(s + 3600)}")(window()),
+        "top_words_15min": lambda: (lambda s: f"/api/top-words?from={iso(s)}&to={iso(s + 900)}")(window()),
         "word_series_week": lambda: f"/api/words/{word()}/series?from={iso(START)}&to={iso(END)}",
-        "words_per_window_hour": lambda: (lambda s: f"/api/words-per-window?from={iso(s)}&to={iso(s + 3600)}")(
+        "words_per_window_day": lambda: (lambda s: f"/api/words-per-window?from={iso(s)}&to={iso(s + 86400)}")(
             window()),
         "alerts_latest": lambda: "/api/alerts?limit=50",
         "alerts_since": lambda: f"/api/alerts?since={iso(START + rng.randrange(ALERTS) * 6)}&limit=50",
@@ -68,12 +68,15 @@ def paths(rng):
 
 def main():
     with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
+        stack.broker.create_topics("", partitions=4)
         engine = migrated_engine(stack)
         began = time.monotonic()
         with engine.begin() as connection:
             connection.execute(text(FILL_COUNTS), {"start": START, "vocabulary": VOCABULARY,
                                                    "windows": WINDOWS, "per_window": WORDS_PER_WINDOW})
             connection.execute(text(FILL_ALERTS), {"start": START, "windows": WINDOWS, "alerts": ALERTS})
+            connection.execute(text("INSERT INTO window_totals"
+                                    " SELECT window_start, sum(count) FROM windowed_counts GROUP BY 1"))
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.execute(text("VACUUM ANALYZE windowed_counts"))
             connection.execute(text("VACUUM ANALYZE alert_outbox"))
@@ -94,13 +97,15 @@ def main():
                 assert response.status == 200, path
             return time.perf_counter() - began
 
-        def answers():
+        def answers(path):
             try:
-                return call("/api/alerts?limit=1") > 0
-            except OSError:
+                return call(path) > 0
+            except OSError:  # not listening yet, or a 503
                 return False
 
-        wait_until(answers, 60, "the web process")
+        wait_until(lambda: answers("/api/alerts?limit=1"), 60, "the web process")
+        # A new broker makes its group coordinator on the first group request: 503 until then.
+        wait_until(lambda: answers("/api/health"), 60, "the workers' health")
         rng = random.Random(7)
         for endpoint, path in paths(rng).items():
             for _ in range(5):  # warm: the first calls build the pool's connections

@@ -24,6 +24,12 @@ def windowed_counts(database_url):
     return {(start, word): count for start, word, count, _ in rows}, {length for *_, length in rows}
 
 
+def window_totals(database_url):
+    """{window_start epoch s: words}, as the aggregator adds them up for the dashboard."""
+    rows = query(database_url, "SELECT extract(epoch FROM window_start)::bigint, words FROM window_totals")
+    return dict(rows)
+
+
 # How far the transactional workers are: the next offsets they stored.
 STORED_OFFSETS = "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets WHERE consumer LIKE :consumer"
 

@@ -85,6 +85,15 @@ STEPS = [
         CREATE INDEX windowed_counts_by_word ON windowed_counts (word, window_start)"""),
     ("alert_outbox_by_created_at", """
         CREATE INDEX alert_outbox_by_created_at ON alert_outbox (created_at)"""),
+    # Words per window, added by the aggregator in each batch's transaction.
+    # (An aggregator of the version before, still running while this step
+    # runs, adds counts without totals until it stops.)
+    ("window_totals", """
+        CREATE TABLE window_totals (
+            window_start timestamptz PRIMARY KEY,
+            words        bigint      NOT NULL);
+        INSERT INTO window_totals
+        SELECT window_start, sum(count) FROM windowed_counts GROUP BY window_start"""),
 ]
 
 

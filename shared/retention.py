@@ -17,6 +17,10 @@ WINDOWED_COUNTS = """
     DELETE FROM windowed_counts WHERE (window_start, word) IN (
         SELECT window_start, word FROM windowed_counts
         WHERE window_start < now() - make_interval(hours => :hours) LIMIT :rows)"""
+WINDOW_TOTALS = """
+    DELETE FROM window_totals WHERE window_start IN (
+        SELECT window_start FROM window_totals
+        WHERE window_start < now() - make_interval(hours => :hours) LIMIT :rows)"""
 # Published alerts only: delivery skips those older than the retention anyway.
 ALERT_OUTBOX = """
     DELETE FROM alert_outbox WHERE id IN (

@@ -12,7 +12,7 @@ import pytest
 
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import wait_until
-from devstack.postgres import stored_offsets, windowed_counts
+from devstack.postgres import stored_offsets, window_totals, windowed_counts
 from tests.checks import heroku_like
 
 T0 = 1_795_000_200  # a multiple of 10: the start of a window
@@ -61,6 +61,10 @@ def assert_exact(database_url, expected):
     counts, lengths = windowed_counts(database_url)
     assert counts == dict(expected)
     assert lengths == {10}
+    totals = Counter()
+    for (start, _), count in expected.items():
+        totals[start] += count
+    assert window_totals(database_url) == dict(totals)  # kept in the same transactions
 
 
 @heroku_like
@@ -190,6 +194,8 @@ def test_windows_older_than_the_retention_are_deleted_and_newer_ones_kept(stack,
     wait_until(lambda: everything_stored(stack, prefix, database_url), 240, "every word stored")
     wait_until(lambda: windowed_counts(database_url)[0] == dict(expected_counts(new)), 90,
                "the old windows deleted")
+    wait_until(lambda: T0 not in window_totals(database_url), 90, "the old window's total deleted")
+    assert_exact(database_url, expected_counts(new))
 
 
 def test_sigterm_while_postgres_is_down_stops_in_time_and_the_next_copy_loses_nothing(

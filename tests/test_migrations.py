@@ -2,7 +2,7 @@
 
 import threading
 
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from devstack.postgres import postgres_url, query
 from shared.migrations import STEPS, migrate
@@ -39,3 +39,19 @@ def test_processes_starting_at_once_apply_each_step_once(database_url):
         thread.join(60)
     assert errors == []
     assert sorted(applied) == sorted(name for name, _ in STEPS)
+
+
+def test_window_totals_begin_with_the_counts_stored_before_them(database_url, monkeypatch):
+    engine = create_engine(postgres_url(database_url))
+    before = [step for step in STEPS if step[0] != "window_totals"]
+    monkeypatch.setattr("shared.migrations.STEPS", before)  # a deployment of the version before
+    migrate(engine)
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO windowed_counts VALUES (to_timestamp(10), to_timestamp(20), 'a', 2),"
+            " (to_timestamp(10), to_timestamp(20), 'b', 3), (to_timestamp(20), to_timestamp(30), 'a', 7)"))
+    monkeypatch.undo()
+    assert migrate(engine) == ["window_totals"]
+    engine.dispose()
+    totals = query(database_url, "SELECT extract(epoch FROM window_start)::int, words FROM window_totals")
+    assert sorted(map(tuple, totals)) == [(10, 5), (20, 7)]

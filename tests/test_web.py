@@ -93,6 +93,10 @@ def store_counts(database_url, counts, consumer="aggregator-app", next_offset=1)
                 "INSERT INTO windowed_counts VALUES (to_timestamp(:s), to_timestamp(:s + 10), :w, :c)"
                 " ON CONFLICT (window_start, word) DO UPDATE SET count = windowed_counts.count + EXCLUDED.count"),
                 {"s": start, "w": word, "c": count})
+            connection.execute(text(
+                "INSERT INTO window_totals VALUES (to_timestamp(:s), :c)"
+                " ON CONFLICT (window_start) DO UPDATE SET words = window_totals.words + EXCLUDED.words"),
+                {"s": start, "c": count})
         connection.execute(text(
             "INSERT INTO kafka_offsets VALUES (:consumer, 'words', 0, :offset) ON CONFLICT"
             " (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset"),
@@ -176,7 +180,8 @@ def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
     ("/api/top-words?limit=0", "limit"),
     ("/api/top-words?limit=ten", "limit"),
     (f"/api/top-words?from={iso(T0)}", "both"),
-    (f"/api/top-words?from={iso(T0)}&to={iso(T0 + 7200)}", "at most"),
+    (f"/api/top-words?from={iso(T0)}&to={iso(T0 + 901)}", "at most 15 minutes"),
+    (f"/api/words-per-window?from={iso(T0)}&to={iso(T0 + 86401)}", "at most 24 hours"),
     (f"/api/top-words?from={iso(T0 + 10)}&to={iso(T0)}", "after"),
     ("/api/top-words?from=2026-11-20T10:00:00&to=2026-11-20T10:00:10", "time zone"),
     ("/api/words-per-window?from=yesterday&to=today", "from"),

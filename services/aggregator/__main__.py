@@ -6,7 +6,7 @@ from services.aggregator.topology import copy_text, grouped, run_thresholds, sum
 from shared import worker
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
-from shared.retention import WINDOWED_COUNTS, Retention
+from shared.retention import WINDOW_TOTALS, WINDOWED_COUNTS, Retention
 
 BATCH_RECORDS = 2_000_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
 
@@ -21,6 +21,12 @@ ADD_COUNTS = """
     FROM batch_counts
     ON CONFLICT (window_start, word) DO UPDATE
     SET count = windowed_counts.count + EXCLUDED.count"""
+# Each window's words in all, for the dashboard: an hour of windows is 360
+# rows here, not every word of them.
+ADD_WINDOW_TOTALS = """
+    INSERT INTO window_totals (window_start, words)
+    SELECT to_timestamp(window_start), sum(count) FROM batch_counts GROUP BY window_start
+    ON CONFLICT (window_start) DO UPDATE SET words = window_totals.words + EXCLUDED.words"""
 
 COUNTED_PLACES = text("""
     SELECT partition, line_partition, line_offset, word_index FROM counted_places
@@ -68,6 +74,7 @@ def add_counts(connection, groups, result, window_seconds):
             cursor.execute(BATCH_TABLE)
             cursor.copy_expert("COPY batch_counts FROM STDIN", CopySource(parts), size=1 << 20)
             cursor.execute(ADD_COUNTS, {"window_seconds": window_seconds})
+            cursor.execute(ADD_WINDOW_TOTALS)
 
 
 def start_query(context, source, checkpoint):
@@ -115,8 +122,8 @@ def start_query(context, source, checkpoint):
 
 
 def setup(context):
-    Retention(context.progress.engine, {"windowed_counts": WINDOWED_COUNTS}, context.config.retention_hours,
-              context.stop_requested).start()
+    Retention(context.progress.engine, {"windowed_counts": WINDOWED_COUNTS, "window_totals": WINDOW_TOTALS},
+              context.config.retention_hours, context.stop_requested).start()
 
 
 if __name__ == "__main__":

@@ -57,11 +57,13 @@ class WorkerHealth:
         partitions = {topic["name"]: sorted(TopicPartition(topic["name"], p["partition_index"])
                                             for p in topic["partitions"])
                       for topic in self._admin.describe_topics(list(inputs.values()))}
+        present = {app: topic for app, topic in inputs.items() if partitions[topic]}  # a topic not created: none
         ends = self._admin.list_partition_offsets(
-            {tp: OffsetSpec.LATEST for tps in partitions.values() for tp in tps})
-        committed = self._admin.list_group_offsets({groups[app]: partitions[topic] for app, topic in inputs.items()})
+            {tp: OffsetSpec.LATEST for tps in partitions.values() for tp in tps}) if present else {}
+        committed = self._admin.list_group_offsets(
+            {groups[app]: partitions[topic] for app, topic in present.items()}) if present else {}
         described = self._admin.describe_groups(list(groups.values()))
-        return [_worker(app, groups[app], partitions[topic], ends, committed[groups[app]],
+        return [_worker(app, groups[app], topic, partitions[topic], ends, committed.get(groups[app], {}),
                         copies=len(described[groups[app]]["members"]))
                 for app, topic in inputs.items()]
 
@@ -74,7 +76,7 @@ class WorkerHealth:
                 pass  # the connection is gone already
 
 
-def _worker(app, group, partitions, ends, committed, copies) -> dict:
+def _worker(app, group, topic, partitions, ends, committed, copies) -> dict:
     """One worker's health from its group's committed offsets and the end offsets."""
     rows, commit_times = [], []
     for tp in partitions:
@@ -83,6 +85,6 @@ def _worker(app, group, partitions, ends, committed, copies) -> dict:
         rows.append({"partition": tp.partition, "committed": offset, "end": end, "lag": end - (offset or 0)})
         if mark is not None and mark.metadata.isdigit():
             commit_times.append(int(mark.metadata) / 1000)
-    return {"worker": app, "group": group, "topic": partitions[0].topic if partitions else None,
+    return {"worker": app, "group": group, "topic": topic,
             "copies": copies, "lag": sum(row["lag"] for row in rows), "partitions": rows,
             "last_commit_age_s": round(time.time() - max(commit_times), 1) if commit_times else None}

@@ -2,8 +2,8 @@
 
 Each takes a connection of a read-only session and returns plain dicts ready
 for JSON. Every query is bounded by an index (migrations.py): the primary key
-(window_start, word), windowed_counts_by_word, alert_outbox's id and
-created_at.
+(window_start, word), windowed_counts_by_word, window_totals', alert_outbox's
+id and created_at.
 """
 
 import datetime
@@ -17,17 +17,19 @@ LATEST_COMPLETE_WINDOW = text("""
     SELECT max(window_start) FROM windowed_counts
     WHERE window_start <= now() - make_interval(secs => :window_seconds)""")
 TOP_WORDS = text("""
-    SELECT word, sum(count) AS count FROM windowed_counts
+    SELECT word, sum(count)::bigint AS count FROM windowed_counts
     WHERE window_start >= :start AND window_start < :end
     GROUP BY word ORDER BY count DESC, word LIMIT :limit""")
-WORD_SERIES = text("""
-    SELECT window_start, count FROM windowed_counts
+# Times as ISO 8601 text from Postgres: formatting 8,640 of them in Python
+# took 150 ms.
+ISO = """to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')"""
+WORD_SERIES = text(f"""
+    SELECT {ISO}, count FROM windowed_counts
     WHERE word = :word AND window_start >= :start AND window_start < :end
     ORDER BY window_start""")
-WORDS_PER_WINDOW = text("""
-    SELECT window_start, sum(count) AS words FROM windowed_counts
-    WHERE window_start >= :start AND window_start < :end
-    GROUP BY window_start ORDER BY window_start""")
+WORDS_PER_WINDOW = text(f"""
+    SELECT {ISO}, words FROM window_totals
+    WHERE window_start >= :start AND window_start < :end ORDER BY window_start""")
 ALERTS = text("""
     SELECT id, user_id, window_start, severity, payload, created_at, published_at, delivered_at, refused_at
     FROM alert_outbox
@@ -56,12 +58,12 @@ def top_words(connection, start, end, limit: int) -> list[dict]:
 
 def word_series(connection, word: str, start, end) -> list[dict]:
     rows = connection.execute(WORD_SERIES, {"word": word, "start": start, "end": end})
-    return [{"window_start": iso(window_start), "count": count} for window_start, count in rows]
+    return [{"window_start": window_start, "count": count} for window_start, count in rows]
 
 
 def words_per_window(connection, start, end) -> list[dict]:
     rows = connection.execute(WORDS_PER_WINDOW, {"start": start, "end": end})
-    return [{"window_start": iso(window_start), "words": words} for window_start, words in rows]
+    return [{"window_start": window_start, "words": words} for window_start, words in rows]
 
 
 def alerts(connection, since_id: int, since, limit: int) -> list[dict]:
