@@ -53,11 +53,9 @@ $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connec
 # slug's pruned jars, so the pruning is proven end to end. The end-to-end
 # tests mostly wait (session timeouts, restarts, deadlines): 3 processes,
 # each with its own broker and Postgres: 20 to 26 min where one took 28 (2 cores).
-# worksteal: a process that runs out of tests takes some of another's, so the
-# 3 to 6 minute tests do not end up queued behind each other.
 TEST_PROCESSES ?= 3
 test: lint slug
-	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
+	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 test-fast: lint
 	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
