@@ -70,8 +70,11 @@ def kafka_outage(stop_requested: threading.Event) -> Outage:
     return Outage("kafka_unavailable", lambda error: isinstance(error, KafkaError), stop_requested)
 
 
+def is_postgres_outage(error: Exception) -> bool:
+    """Postgres could not be reached, or the connection was lost."""
+    return isinstance(error, OperationalError) or (
+        isinstance(error, DBAPIError) and error.connection_invalidated)
+
+
 def postgres_outage(stop_requested: threading.Event) -> Outage:
-    def is_outage(error):
-        return isinstance(error, OperationalError) or (
-            isinstance(error, DBAPIError) and error.connection_invalidated)
-    return Outage("postgres_unavailable", is_outage, stop_requested)
+    return Outage("postgres_unavailable", is_postgres_outage, stop_requested)

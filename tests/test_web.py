@@ -118,7 +118,7 @@ def store_alert(database_url, user, window_start, count, severity, threshold, de
 
 COUNTS = {(T0, "alpha"): 5, (T0, "beta"): 9, (T0, "gamma"): 1,
           (T0 + 10, "alpha"): 7, (T0 + 10, "beta"): 2, (T0 + 10, "zeta"): 30,
-          (T0 - 3600, "alpha"): 100}  # an hour before: outside the default range
+          (T0 - 3600, "alpha"): 100, (T0 - 3600, "a/b"): 4}  # an hour before: outside the default range
 
 
 def test_the_api_answers_what_postgres_holds(web, database_url):
@@ -139,6 +139,8 @@ def test_the_api_answers_what_postgres_holds(web, database_url):
     week = web.json(f"/api/words/alpha/series?from={iso(T0 - 7200)}&to={iso(T0 + 20)}")
     assert [p["count"] for p in week["points"]] == [100, 5, 7]
     assert web.json("/api/words/%C3%A9t%C3%A9/series")["points"] == []
+    slashed = web.json(f"/api/words/a%2Fb/series?from={iso(T0 - 7200)}&to={iso(T0 + 20)}")
+    assert slashed["word"] == "a/b" and slashed["points"] == [{"window_start": iso(T0 - 3600), "count": 4}]
 
     volume = web.json("/api/words-per-window")
     assert volume["points"] == [{"window_start": iso(T0), "words": 15}, {"window_start": iso(T0 + 10), "words": 39}]

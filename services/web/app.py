@@ -22,12 +22,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from psycopg2.errors import UndefinedTable
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
 from services.web import queries
 from services.web.health import KafkaUnavailable, WorkerHealth
 from shared.logs import log
+from shared.outages import is_postgres_outage
 
 STATIC = Path(__file__).parent / "static"
 USER = "admin"
@@ -97,7 +98,7 @@ def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
         words = [] if start is None else await read(lambda c: queries.top_words(c, start, end, limit))
         return JSONResponse({"from": queries.iso(start), "to": queries.iso(end), "words": words})
 
-    @app.get("/api/words/{word}/series", summary="One word's count per window")
+    @app.get("/api/words/{word:path}/series", summary="One word's count per window")
     async def word_series(word: str = PathParameter(min_length=1, max_length=2000),
                           start: datetime.datetime | None = From, end: datetime.datetime | None = To):
         """Windows that start in [from, to), at most 7 days; by default the
@@ -119,8 +120,7 @@ def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
     async def alerts(since_id: int = Query(0, ge=0), since: datetime.datetime | None = Since,
                      limit: int = Query(50, ge=1, le=500)):
         """Alerts with an id above `since_id`, raised at or after `since`."""
-        if since is not None and since.tzinfo is None:
-            raise BadRequest("since needs a time zone (e.g. Z)")
+        _require_zone(since=since)
         after = since or datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
         return JSONResponse({"alerts": await read(lambda c: queries.alerts(c, since_id, after, limit))})
 
@@ -147,16 +147,14 @@ def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
     async def bad_request(request, error: BadRequest):
         return JSONResponse({"error": str(error)}, status_code=400)
 
-    @app.exception_handler(OperationalError)
-    async def postgres_away(request, error: OperationalError):
-        log("postgres_unavailable", path=request.url.path, error=type(error.orig).__name__)
-        return JSONResponse({"error": "postgres unavailable"}, status_code=503)
-
-    @app.exception_handler(ProgrammingError)
-    async def not_migrated(request, error: ProgrammingError):
-        if not isinstance(error.orig, UndefinedTable):
-            raise error
-        return JSONResponse({"error": "the schema is not migrated yet"}, status_code=503)
+    @app.exception_handler(DBAPIError)
+    async def postgres_not_ready(request, error: DBAPIError):
+        if is_postgres_outage(error):
+            log("postgres_unavailable", path=request.url.path, error=type(error.orig).__name__)
+            return JSONResponse({"error": "postgres unavailable"}, status_code=503)
+        if isinstance(error.orig, UndefinedTable):
+            return JSONResponse({"error": "the schema is not migrated yet"}, status_code=503)
+        raise error
 
     @app.exception_handler(KafkaUnavailable)
     async def kafka_away(request, error: KafkaUnavailable):
@@ -166,14 +164,20 @@ def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
     return BasicAuth(app, password)
 
 
+def _require_zone(**moments):
+    """A time without a zone would be read in the server's zone: refused."""
+    naive = [name for name, moment in moments.items() if moment is not None and moment.tzinfo is None]
+    if naive:
+        raise BadRequest(f"{' and '.join(naive)} need{'s' if len(naive) == 1 else ''} a time zone (e.g. Z)")
+
+
 def _checked_range(start, end, most):
     """(start, end) as asked for, or None when neither was given."""
     if start is None and end is None:
         return None
     if start is None or end is None:
         raise BadRequest("give both from and to, or neither")
-    if start.tzinfo is None or end.tzinfo is None:
-        raise BadRequest("from and to need a time zone (e.g. Z)")
+    _require_zone(**{"from": start, "to": end})
     if not start < end <= start + most:
         minutes = most / datetime.timedelta(minutes=1)
         spoken = f"{minutes / 60:g} hours" if minutes >= 60 else f"{minutes:g} minutes"
@@ -190,7 +194,9 @@ async def _updates(request: Request, read, stopping: threading.Event):
     while not stopping.is_set() and not await request.is_disconnected():
         try:
             current = await read(queries.progress_marker)
-        except OperationalError:
+        except DBAPIError as error:
+            if not is_postgres_outage(error):
+                raise
             current = marker  # Postgres is away: nothing new to tell
         if current != marker:
             marker, quiet_s = current, 0.0
