@@ -55,6 +55,12 @@ def end_offsets(stack, topic):
         consumer.close()
 
 
+def group_state(stack, group):
+    """The group's state as its coordinator tells it: Stable, PreparingRebalance, ..."""
+    with KafkaAdminClient(bootstrap_servers=stack.broker.bootstrap) as admin:
+        return admin.describe_groups([group])[group]["group_state"]
+
+
 def committed_offsets(stack, group, topic):
     """The group's committed offsets ({} while Kafka is still setting groups up)."""
     try:

@@ -229,8 +229,9 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
                 member.commit_last(query, context.batch_log.abandoned)
             continue  # stopping, or the group gave this copy other partitions
         summary = _error_summary(error)
-        if UNCONVERTIBLE_TIMESTAMP in str(error) and skip_unreadable_records(
-                spark, context, member, topic, start_query, batch_records, read_headers):
+        if UNCONVERTIBLE_TIMESTAMP in str(error) and (skip_unreadable_records(
+                spark, context, member, topic, start_query, batch_records, read_headers)
+                or stop_requested.is_set()):
             continue
         stored_a_batch = (query.lastProgress is not None
                           and query.lastProgress.batchId not in context.batch_log.abandoned)
@@ -262,6 +263,8 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
     app = context.batch_log.app
     if context.progress:  # the failed run may have stored batches before the one it failed in
         context.starting_offsets = resume_offsets(context, member, member.partitions)
+    log("unreadable_record_scan", topic=member.topic,
+        partitions=",".join(map(str, sorted(context.starting_offsets))))
     try:
         unreadable = member.first_unreadable(context.starting_offsets, batch_records)
     except KafkaError:  # the broker went away: the main loop retries with backoff

@@ -17,7 +17,7 @@ from kafka.admin import (
     ResourceType,
 )
 
-from devstack.kafka_io import committed_offsets, end_offsets, produce
+from devstack.kafka_io import committed_offsets, end_offsets, group_state, produce
 from devstack.local_stack import CLIENT_PRINCIPAL, wait_until
 from devstack.postgres import stored_offsets, windowed_counts
 from tests.checks import assert_no_secret_in, heroku_like
@@ -173,7 +173,8 @@ def test_broker_killed_mid_stream_delays_the_workers_and_loses_nothing(stack, pr
         assert "Traceback" not in worker.output()
 
 
-def test_text_processor_copies_joining_and_leaving_count_every_word_once(stack, prefix, database_url, workers):
+def test_text_processor_copies_joining_and_leaving_in_a_broker_outage_count_every_word_once(
+        stack, prefix, database_url, workers):
     lines = make_lines(4 * BATCH_LINES, seed=5)
     send(stack, prefix, lines[:3 * BATCH_LINES])
     # Batches small enough that the backlog outlasts a copy's start-up.
@@ -185,8 +186,19 @@ def test_text_processor_copies_joining_and_leaving_count_every_word_once(stack, 
     # 10,000 lines per partition, 1,000 a batch: more than the first copy
     # can finish between this send and its stop.
     send(stack, prefix, lines[3 * BATCH_LINES:])
-    first.signal(signal.SIGTERM)  # leaves: the second takes its partitions over
-    assert first.wait(30) == 0
+    # The first copy leaves while the second is frozen (a long pause): the
+    # group then waits for the second to rejoin, and the broker dies in that
+    # rebalance. The second wakes into the outage (as long as the broker takes
+    # to start again), and takes both partitions over once the broker is back.
+    second.signal(signal.SIGSTOP)
+    try:
+        first.signal(signal.SIGTERM)
+        assert first.wait(30) == 0
+        assert group_state(stack, prefix + "text-processor-app") == "PreparingRebalance"
+        stack.broker.kill()
+    finally:
+        second.signal(signal.SIGCONT)
+    stack.broker.start()
     assert sum(committed_lines(stack, prefix).values()) < len(lines), "nothing was left to hand over"
     aggregator = workers.start("services.aggregator")
     wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)

@@ -160,6 +160,9 @@ def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
     kafka = load(stack.environment(prefix)).kafka
     member = KafkaConsumer(group_id=prefix + "aggregator-app", enable_auto_commit=False,
                            **kafka.kafka_python_kwargs())
+    # Joined before its metadata named the topic's partitions, a member was
+    # once assigned none (the range assignor found no partitions to give).
+    wait_until(lambda: len(member.partitions_for_topic(prefix + "words")) == 2, 60, "the topic's metadata")
     member.subscribe([prefix + "words"])
     wait_until(lambda: member.poll(200) is not None and member.assignment(), 60, "the group's assignment")
     committed_at = time.time() - 42
@@ -242,6 +245,34 @@ def test_it_stops_within_30_s_of_sigterm_with_an_event_stream_open(web):
         assert web.process.wait(30) == 0
     assert time.monotonic() - began < 30
     assert "event=stopped" in web.process.output() and "Traceback" not in web.process.output()
+
+
+def test_an_outage_answers_503_and_the_process_rides_it_out(web, stack):
+    if stack.postgres is None:
+        pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
+    stack.postgres.stop()
+    try:
+        wait_until(lambda: web.get("/api/alerts")[0] == 503, 30, "a 503 while Postgres is down")
+        assert web.get("/api/top-words")[2] == {"error": "postgres unavailable"}
+    finally:
+        stack.postgres.start()
+    wait_until(lambda: web.get("/api/alerts")[0] == 200, 60, "answers once Postgres is back")
+
+    # On a new broker the first call creates the offsets topic (503 meanwhile).
+    wait_until(lambda: web.get("/api/health")[0] == 200, 60, "the health before the outage")
+    stack.broker.kill()
+    try:
+        wait_until(lambda: web.get("/api/health")[0] == 503, 60, "a 503 while the broker is down")
+        assert web.get("/api/health")[2] == {"error": "kafka unavailable"}
+        assert web.get("/api/alerts")[0] == 200, "what Postgres holds is still served"
+    finally:
+        stack.broker.start()
+    wait_until(lambda: web.get("/api/health")[0] == 200, 90, "health once the broker is back")
+
+    output = web.process.output()
+    assert web.process.process.poll() is None, output
+    assert "event=postgres_unavailable" in output and "event=kafka_unavailable" in output
+    assert "Traceback" not in output
 
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's; .ci/run installs it

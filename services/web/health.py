@@ -51,7 +51,10 @@ class WorkerHealth:
 
     def _read(self) -> list[dict]:
         if self._admin is None:
-            self._admin = KafkaAdminClient(**self.kafka.kafka_python_kwargs(), request_timeout_ms=REQUEST_TIMEOUT_MS)
+            # Bounded: by default a broker that is away holds the constructor
+            # for 30 s, and every page's health call waits behind the lock.
+            self._admin = KafkaAdminClient(**self.kafka.kafka_python_kwargs(), request_timeout_ms=REQUEST_TIMEOUT_MS,
+                                           bootstrap_timeout_ms=REQUEST_TIMEOUT_MS, reconnect_backoff_max_ms=1_000)
         inputs = {app: self.kafka.topic(topic) for app, topic in WORKER_INPUTS.items()}
         groups = {app: self.kafka.group_id(app) for app in WORKER_INPUTS}
         partitions = {topic["name"]: sorted(TopicPartition(topic["name"], p["partition_index"])
