@@ -42,35 +42,6 @@ def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers)
     assert worker.wait(30) == 0
 
 
-def test_sigkill_mid_stream_then_restart_on_an_empty_disk_loses_nothing(stack, prefix, workers):
-    lines = [f"l{n}x alpha beta".encode() for n in range(3000)]
-    produce(stack, prefix + "textlines", lines)
-    small_batches = {"MAX_OFFSETS_PER_TRIGGER": "200"}
-
-    first = workers.start("services.text_processor", **small_batches)
-    group, topic = prefix + "text-processor-app", prefix + "textlines"
-    wait_until(lambda: sum(committed_offsets(stack, group, topic).values()) >= 600, 240,
-               "some batches committed")
-    first.signal(signal.SIGKILL)
-    first.wait(30)
-    committed_at_kill = committed_offsets(stack, group, topic)
-    assert sum(committed_at_kill.values()) < 3000, "the kill came too late to test anything"
-
-    second = workers.start("services.text_processor", **small_batches)  # a fresh checkpoint
-    wait_until(lambda: all_processed(stack, prefix), 240, "every line processed after restart")
-    second.signal(signal.SIGTERM)
-    assert second.wait(30) == 0
-
-    where = {r.value.split()[0].decode(): (r.partition, r.offset)
-             for r in read_all(stack, topic, 3000)}
-    counts = Counter(r.value.decode() for r in read_all(stack, prefix + "words", 3 * 3000))
-    for token, (partition, offset) in where.items():
-        committed = offset < committed_at_kill.get(partition, 0)
-        assert counts[token] == 1 if committed else counts[token] in (1, 2), token
-    repeated = sum(counts[token] - 1 for token in where)
-    assert counts["alpha"] == counts["beta"] == 3000 + repeated
-
-
 def test_a_timestamp_spark_cannot_convert_skips_that_line_alone_even_across_a_stop(stack, prefix, workers):
     # 30,000 lines before it: the one micro-batch of them that the skip runs
     # takes seconds, and a stop asked for at the scan lands inside the skip.
