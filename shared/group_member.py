@@ -51,6 +51,7 @@ class GroupMember(ConsumerRebalanceListener):
         # consumer is not thread-safe).
         self._to_commit = None
         self._stop_requested = stop_requested
+        self._commits_failing = False  # one line for a run of failed commits, not one per batch
         self._outage = kafka_outage(stop_requested)
         self._consumer = self._outage.retry(lambda: KafkaConsumer(
             group_id=self.group_id, enable_auto_commit=False,
@@ -188,7 +189,7 @@ class GroupMember(ConsumerRebalanceListener):
             try:
                 self._consumer.commit(self._offsets(end_offsets(last)), timeout_ms=STOP_STEP_TIMEOUT_MS)
             except KafkaError as error:  # the next owner repeats that batch, as after a crash
-                _log_failed_commit(None, error)
+                self._commit_done(None, error)
 
     def _owns(self, progress):
         """A report of another query run is ignored: its partitions may have
@@ -223,7 +224,15 @@ class GroupMember(ConsumerRebalanceListener):
             partitions=",".join(map(str, self.partitions)) or "none")
 
     def _commit_in_background(self, progress):
-        self._consumer.commit_async(self._offsets(end_offsets(progress)), callback=_log_failed_commit)
+        self._consumer.commit_async(self._offsets(end_offsets(progress)), callback=self._commit_done)
+
+    def _commit_done(self, offsets, result):
+        """Logs the first of a run of failed commits (a broker outage fails
+        one per batch); a later batch's commit covers the offsets they missed."""
+        failed = isinstance(result, Exception)
+        if failed and not self._commits_failing:
+            log("commit_failed", error=type(result).__name__)
+        self._commits_failing = failed
 
     def _offsets(self, offsets):
         """Kafka's form of {partition: next offset}; each commit's metadata
@@ -231,11 +240,6 @@ class GroupMember(ConsumerRebalanceListener):
         committed_at = str(int(time.time() * 1000))
         return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, committed_at, -1)
                 for partition, offset in offsets.items()}
-
-
-def _log_failed_commit(offsets, result):
-    if isinstance(result, Exception):
-        log("commit_failed", error=type(result).__name__)
 
 
 def stop_gracefully(query):
