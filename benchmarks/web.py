@@ -18,6 +18,7 @@ from sqlalchemy import text
 from benchmarks.harness import local_stack, migrated_engine, percentile, report
 from devstack.local_stack import wait_until
 from devstack.processes import MeasuredWorker
+from shared.migrations import FILL_WINDOW_TOTALS
 
 WINDOWS, WORDS_PER_WINDOW, VOCABULARY, ALERTS = 60_480, 165, 50_000, 100_000
 CALLS = 200
@@ -75,8 +76,7 @@ def main():
             connection.execute(text(FILL_COUNTS), {"start": START, "vocabulary": VOCABULARY,
                                                    "windows": WINDOWS, "per_window": WORDS_PER_WINDOW})
             connection.execute(text(FILL_ALERTS), {"start": START, "windows": WINDOWS, "alerts": ALERTS})
-            connection.execute(text("INSERT INTO window_totals"
-                                    " SELECT window_start, sum(count) FROM windowed_counts GROUP BY 1"))
+            connection.execute(text(FILL_WINDOW_TOTALS))
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.execute(text("VACUUM ANALYZE windowed_counts"))
             connection.execute(text("VACUUM ANALYZE alert_outbox"))

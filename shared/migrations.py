@@ -15,6 +15,11 @@ from shared.logs import log
 
 LOCK_ID = 7_413_281  # any constant: the key of the advisory lock
 
+# The words per window of the counts stored so far.
+FILL_WINDOW_TOTALS = """
+    INSERT INTO window_totals
+    SELECT window_start, sum(count) FROM windowed_counts GROUP BY window_start"""
+
 STEPS = [
     ("kafka_offsets", """
         CREATE TABLE kafka_offsets (
@@ -92,8 +97,7 @@ STEPS = [
         CREATE TABLE window_totals (
             window_start timestamptz PRIMARY KEY,
             words        bigint      NOT NULL);
-        INSERT INTO window_totals
-        SELECT window_start, sum(count) FROM windowed_counts GROUP BY window_start"""),
+        """ + FILL_WINDOW_TOTALS),
 ]
 
 

@@ -19,3 +19,10 @@ def assert_no_secret_in(output, environment):
     for name, pem in pems.items():
         for line in pem.splitlines()[1:-1]:
             assert line not in output, f"a line of {name} was printed"
+
+
+def assert_no_stack_trace(output):
+    """An expected fault is logged in lines of its own: no Python traceback,
+    and no Java stack frame from Spark's loggers (shared/log4j2.properties)."""
+    assert "Traceback" not in output
+    assert "\tat " not in output and "Caused by:" not in output, "a Java stack trace was printed"

@@ -35,8 +35,8 @@ ALERTS = text("""
     FROM alert_outbox
     WHERE id > :since_id AND created_at >= :since
     ORDER BY id DESC LIMIT :limit""")
-# Offsets only move forward and alert ids only grow: their sums change with
-# every stored batch and every new alert.
+# Stored offsets only move forward and alert ids only grow: the offsets' sum
+# changes with every stored batch, the highest id with every new alert.
 PROGRESS_MARKER = text("""
     SELECT (SELECT sum(next_offset) FROM kafka_offsets), (SELECT max(id) FROM alert_outbox)""")
 
