@@ -5,7 +5,7 @@
 
 import sys
 
-from benchmarks import aggregator, anomaly_detector, stack_startup, startup, text_processor, web
+from benchmarks import aggregator, anomaly_detector, cluster, stack_startup, startup, text_processor, web
 
 CASES = {
     "stack_startup": stack_startup.main,
@@ -14,6 +14,7 @@ CASES = {
     "aggregator": aggregator.main,
     "anomaly_detector": anomaly_detector.main,
     "web": web.main,
+    "cluster": cluster.main,
 }
 
 

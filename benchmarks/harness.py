@@ -31,13 +31,15 @@ def stored_offsets(engine, consumer="%"):
         return connection.execute(text(STORED_OFFSETS), {"consumer": consumer}).scalar()
 
 
-def drain_into_postgres(stack, module, count, folder, prefix):
+def drain_into_postgres(stack, module, count, folder, prefix, env=None):
     """Run `module` (a worker that stores its offsets in Postgres) over the
     preloaded backlog of `count` records; (engine, worker, drain numbers)
-    once Postgres holds them all."""
+    once Postgres holds them all. `env` adds to the stack's environment."""
     engine = migrated_engine(stack)
-    worker = MeasuredWorker(module, stack.environment(prefix), f"{folder}/worker.log")
-    return engine, worker, wait_for_drain(worker, count, lambda: stored_offsets(engine) >= count)
+    worker = MeasuredWorker(module, {**stack.environment(prefix), **(env or {})},
+                            f"{folder}/{prefix}worker.log")
+    done = lambda: (stored_offsets(engine, prefix + "%") or 0) >= count  # noqa: E731
+    return engine, worker, wait_for_drain(worker, count, done)
 
 
 def wait_for_drain(worker, count, done):

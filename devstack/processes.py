@@ -16,13 +16,13 @@ from devstack.local_stack import ROOT
 
 
 class Worker:
-    """`python -m module` in its own process group (so a signal reaches its
-    JVM too, as on Heroku), its output in `log_path`."""
+    """`python -m module` (or another command) in its own process group (so
+    a signal reaches its JVM too, as on Heroku), its output in `log_path`."""
 
-    def __init__(self, module: str, env: dict, log_path: Path | str):
+    def __init__(self, module: str, env: dict, log_path: Path | str, command: list[str] | None = None):
         self.log_path = log_path
         self._log = open(log_path, "w")
-        self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env,
+        self.process = subprocess.Popen(command or [sys.executable, "-m", module], cwd=ROOT, env=env,
                                         stdout=self._log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
 
@@ -53,9 +53,10 @@ class WorkerProcesses:
         self.folder = Path(folder)
         self.started: list[Worker] = []
 
-    def start(self, module: str, **extra_env: str) -> Worker:
+    def start(self, module: str, command: list[str] | None = None, **extra_env: str) -> Worker:
+        """`python -m module`, or `command` that runs it."""
         name = f"{module.rsplit('.', 1)[-1]}-{len(self.started)}.log"
-        worker = Worker(module, {**self.env, **extra_env}, self.folder / name)
+        worker = Worker(module, {**self.env, **extra_env}, self.folder / name, command)
         self.started.append(worker)
         return worker
 

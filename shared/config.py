@@ -112,6 +112,15 @@ class SparkConfig:
     shuffle_partitions: int = 2  # SPARK_SHUFFLE_PARTITIONS
     max_offsets_per_trigger: int | None = None  # MAX_OFFSETS_PER_TRIGGER; None: the worker's own
     start_from: str = "earliest"  # START_FROM: where a group with no stored offsets begins
+    # On a cluster (any SPARK_MASTER but local[...]):
+    executor_memory: str = ""  # SPARK_EXECUTOR_MEMORY; "": Spark's 1g
+    executor_cores: int | None = None  # SPARK_EXECUTOR_CORES; None: Spark's (1 on YARN, all of a standalone worker's)
+    cores_max: int | None = None  # SPARK_CORES_MAX; None: every free core of a standalone cluster
+    authenticate_secret: str = field(default="", repr=False)  # SPARK_AUTHENTICATE_SECRET
+
+    @property
+    def on_cluster(self) -> bool:
+        return not self.master.startswith("local")
 
 
 @dataclass(frozen=True)
@@ -158,9 +167,9 @@ def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=No
     )
 
 
-# Spark refuses to start below 1.5 times the 300 MB it reserves, as the JVM
+# Spark refuses to start a driver or an executor below 1.5 times the 300 MB it reserves, as the JVM
 # counts a heap (a 480m heap is 463 MB to it).
-MIN_DRIVER_MEMORY_MB = 512
+MIN_SPARK_MEMORY_MB = 512
 MEBIBYTES_PER_UNIT = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024**2}  # none: MiB, as Spark reads it
 
 
@@ -168,19 +177,36 @@ def _spark_config(environ) -> SparkConfig:
     start_from = environ.get("START_FROM", "").strip() or "earliest"
     if start_from not in ("earliest", "latest"):
         raise ConfigError("START_FROM", "must be earliest or latest")
-    driver_memory = environ.get("SPARK_DRIVER_MEMORY", "").strip()
-    if driver_memory:
-        size = re.fullmatch(r"([1-9][0-9]*)([kmgt]?)", driver_memory.lower())
-        if not size:
-            raise ConfigError("SPARK_DRIVER_MEMORY", "must be a size such as 512m or 2g")
-        if int(size[1]) * MEBIBYTES_PER_UNIT[size[2]] < MIN_DRIVER_MEMORY_MB:
-            raise ConfigError("SPARK_DRIVER_MEMORY", f"must be at least {MIN_DRIVER_MEMORY_MB}m")
+    master = environ.get("SPARK_MASTER", "").strip() or "local[2]"
+    secret = environ.get("SPARK_AUTHENTICATE_SECRET", "").strip()
+    if master.startswith("spark://") and not secret:
+        # The standalone master, its workers and every driver share it: with
+        # it Spark authenticates and encrypts its RPC, which carries the
+        # Kafka TLS key to the executors.
+        raise ConfigError("SPARK_AUTHENTICATE_SECRET", "must be set for a spark:// master "
+                          "(the spark.authenticate.secret of the cluster's master and workers)")
     return SparkConfig(
-        master=environ.get("SPARK_MASTER", "").strip() or "local[2]",
-        driver_memory=driver_memory,
+        master=master,
+        driver_memory=_memory_size(environ, "SPARK_DRIVER_MEMORY"),
         shuffle_partitions=_positive_int(environ, "SPARK_SHUFFLE_PARTITIONS", 2),
         max_offsets_per_trigger=_positive_int(environ, "MAX_OFFSETS_PER_TRIGGER", None),
-        start_from=start_from)
+        start_from=start_from,
+        executor_memory=_memory_size(environ, "SPARK_EXECUTOR_MEMORY"),
+        executor_cores=_positive_int(environ, "SPARK_EXECUTOR_CORES", None),
+        cores_max=_positive_int(environ, "SPARK_CORES_MAX", None),
+        authenticate_secret=secret)
+
+
+def _memory_size(environ, variable):
+    """A JVM size such as 512m or 2g, at least Spark's minimum; "" when unset."""
+    value = environ.get(variable, "").strip()
+    if value:
+        size = re.fullmatch(r"([1-9][0-9]*)([kmgt]?)", value.lower())
+        if not size:
+            raise ConfigError(variable, "must be a size such as 512m or 2g")
+        if int(size[1]) * MEBIBYTES_PER_UNIT[size[2]] < MIN_SPARK_MEMORY_MB:
+            raise ConfigError(variable, f"must be at least {MIN_SPARK_MEMORY_MB}m")
+    return value
 
 
 def _channels_config(environ) -> ChannelsConfig:

@@ -1,22 +1,26 @@
 """Spark for a dyno: one local JVM, sized from the configuration
 (shared.config.SparkConfig: SPARK_MASTER, SPARK_DRIVER_MEMORY,
-SPARK_SHUFFLE_PARTITIONS)."""
+SPARK_SHUFFLE_PARTITIONS); or a driver of a Spark cluster (SPARK_EXECUTOR_*,
+SPARK_CORES_MAX, SPARK_AUTHENTICATE_SECRET)."""
 
 import json
 import os
 import sys
 from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 
-from shared.config import MIN_DRIVER_MEMORY_MB, KafkaConfig, SparkConfig
+from shared.config import MIN_SPARK_MEMORY_MB, KafkaConfig, SparkConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CONNECTOR_JARS = ROOT / "jars" / "spark-connector"
 
-# Spark redacts matching option names from plans and logs; the PEM options of
-# the Kafka client carry the TLS key and certificates.
-REDACTED = r"(?i)secret|password|token|access[.]?key|ssl\.keystore\.|ssl\.truststore\.certificates"
+# Spark redacts the values of matching option names from plans and logs; the
+# PEM options of the Kafka client and the executors' PEM variables (on a
+# cluster) carry the TLS key and certificates.
+REDACTED = r"(?i)secret|password|token|access[.]?key|ssl\.keystore\.|ssl\.truststore\.certificates|SPARK_KAFKA_"
 
 
 # Where a dyno (or a container) finds its memory limit: cgroup v1, then v2.
@@ -36,59 +40,92 @@ def driver_memory(configured: str = "", limit_files=CGROUP_MEMORY_LIMITS) -> str
         except (OSError, ValueError):  # absent, or "max" (cgroup v2's unlimited)
             continue
         if limit < NO_LIMIT_BYTES:
-            return f"{max(MIN_DRIVER_MEMORY_MB, limit // 2 // 2**20)}m"
-    return f"{MIN_DRIVER_MEMORY_MB}m"
+            return f"{max(MIN_SPARK_MEMORY_MB, limit // 2 // 2**20)}m"
+    return f"{MIN_SPARK_MEMORY_MB}m"
 
 
 def session(app_name: str, kafka: KafkaConfig | None = None,
             config: SparkConfig | None = None) -> SparkSession:
     """The process's SparkSession. With `kafka` the JVM starts with the
     variables its ``spark_kafka_options()`` name."""
+    if (running := SparkSession.getActiveSession()) is not None:
+        return running
     if kafka is not None:
         os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")
     config = config or SparkConfig()
-    master = config.master
     english = "-Duser.language=en -Duser.country=US"  # locale-independent lower-casing
-    java_options = " ".join([
-        english,
-        f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
-        "-XX:+UseSerialGC",
-    ])
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.driver.memory", driver_memory(config.driver_memory))
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", english)  # on a cluster
-        .config("spark.jars", ",".join(jars))
-        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries
-        .config("spark.redaction.regex", REDACTED)
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    options = {
+        "spark.app.name": app_name,
+        "spark.master": config.master,
+        "spark.driver.memory": driver_memory(config.driver_memory),
+        "spark.driver.extraJavaOptions": " ".join([
+            english,
+            f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
+            "-XX:+UseSerialGC",
+        ]),
+        "spark.executor.extraJavaOptions": english,  # on a cluster
+        "spark.jars": ",".join(jars),  # a cluster's executors fetch them from the driver
+        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "false",  # not used by streaming queries
+        "spark.redaction.regex": REDACTED,
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         # A cached batch of rows is built whole on the heap: 10,000 rows (the
         # default) of 1,000-character user ids took more than a 512m heap,
         # and a task's OutOfMemoryError ends the JVM. 1,000 rows of the
         # longest key kept (2,000 bytes) are 2 MB.
-        .config("spark.sql.inMemoryColumnarStorage.batchSize", "1000")
+        "spark.sql.inMemoryColumnarStorage.batchSize": "1000",
         # A failed task fails its micro-batch, and the query restarts from the
         # stored offsets as a new run: a task retried within a run would send
         # a text processor's words again under the same run (see README,
         # "Exactly once, end to end"). local[N] already never retries a task.
-        .config("spark.task.maxFailures", "1")
-    )
-    if master.startswith("local"):  # one JVM: a dyno's host name means nothing
+        "spark.task.maxFailures": "1",
+    }
+    secrets = {}
+    if config.on_cluster:
+        options.update(cluster_options(config))
+        secrets = cluster_secrets(config, kafka)
+    else:  # one JVM: a dyno's host name means nothing
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1")
-    spark = builder.getOrCreate()
+        options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    # PySpark starts the JVM with its configuration on the command line,
+    # where any process of the host can read it: the JVM starts with the
+    # options, and the secrets reach the SparkContext through Py4J.
+    gateway = launch_gateway(SparkConf().setAll(list(options.items())))
+    SparkContext(conf=SparkConf().setAll([*options.items(), *secrets.items()]), gateway=gateway)
+    spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def cluster_options(config: SparkConfig) -> dict[str, str]:
+    """A driver's options on a cluster: executor sizing, and Spark's RPC
+    authenticated and encrypted (AES-GCM), as the executors fetch the Kafka
+    TLS material through it (``cluster_secrets``)."""
+    sizing = {"spark.executor.memory": config.executor_memory,
+              "spark.executor.cores": config.executor_cores,
+              "spark.cores.max": config.cores_max}
+    return {
+        **{name: str(value) for name, value in sizing.items() if value},
+        "spark.authenticate": "true",
+        "spark.network.crypto.enabled": "true",
+    }
+
+
+def cluster_secrets(config: SparkConfig, kafka: KafkaConfig | None) -> dict[str, str]:
+    """What a cluster's driver holds and gives no command line: the shared
+    secret, and the variables its executors' Kafka clients read (they start
+    on other hosts, not with the driver's environment)."""
+    secrets = {f"spark.executorEnv.{name}": value
+               for name, value in (kafka.jvm_environment() if kafka else {}).items()}
+    if config.authenticate_secret:
+        secrets["spark.authenticate.secret"] = config.authenticate_secret
+    return secrets
 
 
 def kafka_stream(spark: SparkSession, kafka: KafkaConfig, topic: str, app: str,

@@ -1,6 +1,7 @@
 """The config module, rule by rule, from ../shared/CONTRACT.md's environment."""
 
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from devstack.certificates import CertificateAuthority
 from devstack.local_stack import ROOT
 from shared import config as config_module
 from shared.config import ConfigError, load
-from shared.spark import driver_memory
+from shared.spark import REDACTED, cluster_options, cluster_secrets, driver_memory
 
 
 @pytest.fixture(scope="module")
@@ -231,10 +232,33 @@ def test_spark_and_channel_settings_are_parsed_with_the_rest():
             config.channels.email_to) == ("smtp.mailgun.org", 465, "me", ("a@example.com", "b@example.com"))
 
 
+def test_a_cluster_driver_is_sized_and_its_secret_kept_out_of_the_command_line(tls_env):
+    cluster = {"SPARK_MASTER": "spark://10.0.1.5:7077", "SPARK_AUTHENTICATE_SECRET": "s3cr3t-value",
+               "SPARK_EXECUTOR_MEMORY": "4g", "SPARK_EXECUTOR_CORES": "2", "SPARK_CORES_MAX": "16"}
+    config = load({**tls_env, **cluster})
+    assert config.spark.on_cluster and not load(tls_env).spark.on_cluster
+    assert "s3cr3t-value" not in repr(config)
+    options = cluster_options(config.spark)
+    assert (options["spark.executor.memory"], options["spark.executor.cores"], options["spark.cores.max"],
+            options["spark.authenticate"], options["spark.network.crypto.enabled"]) == \
+        ("4g", "2", "16", "true", "true")
+    secrets = cluster_secrets(config.spark, config.kafka)
+    assert secrets["spark.authenticate.secret"] == "s3cr3t-value"
+    assert secrets["spark.executorEnv.SPARK_KAFKA_CLIENT_KEY"] == config.kafka.client_key_pkcs8
+    assert all(re.search(REDACTED, name) for name in secrets)  # Spark prints none of them
+    assert not any("s3cr3t" in value or "PRIVATE KEY" in value for value in options.values())
+
+
+def test_a_standalone_cluster_without_the_shared_secret_is_refused():
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_URL": "kafka://b1.example:9092", "SPARK_MASTER": "spark://10.0.1.5:7077"})
+    assert_names_only(error, "SPARK_AUTHENTICATE_SECRET")
+
+
 @pytest.mark.parametrize("variable, value", [
     ("START_FROM", "beginning"), ("SPARK_DRIVER_MEMORY", "lots"), ("SPARK_DRIVER_MEMORY", "480m"),
-    ("SPARK_DRIVER_MEMORY", "500000k"), ("SMTP_PORT", "70000"),
-    ("MAILGUN_SMTP_PORT", "smtp"),
+    ("SPARK_DRIVER_MEMORY", "500000k"), ("SPARK_EXECUTOR_MEMORY", "256m"), ("SPARK_EXECUTOR_CORES", "two"),
+    ("SPARK_CORES_MAX", "0"), ("SMTP_PORT", "70000"), ("MAILGUN_SMTP_PORT", "smtp"),
 ])
 def test_malformed_spark_and_channel_settings_are_named(variable, value):
     with pytest.raises(ConfigError) as error:

@@ -1,0 +1,127 @@
+"""A Spark standalone cluster on loopback, from the installed pyspark: a
+master and its workers started with `spark-class`, as an operator's nodes
+would run them, with RPC authentication and encryption on.
+
+Each worker offers more cores than it has (Spark does not check), so two
+drivers can each hold an executor on every worker of a 2-core machine.
+"""
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+from devstack.local_stack import _terminate, free_port, wait_until
+
+START_TIMEOUT = 90
+
+
+def spark_home() -> Path:
+    """SPARK_HOME, or the installed pyspark's own folder."""
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"])
+    import pyspark
+    return Path(pyspark.__file__).parent
+
+
+class SparkCluster:
+    def __init__(self, folder: Path, workers: int = 2, cores: int = 2, memory: str = "1400m"):
+        self.folder = Path(folder)
+        self.worker_count, self.cores, self.memory = workers, cores, memory
+        self.secret = secrets.token_hex(32)
+        self.port, self.ui_port = free_port(), free_port()
+        self.master: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def driver_environment(self, executors: int = 2, executor_memory: str = "600m") -> dict[str, str]:
+        """What a driver on this cluster is given: one core per executor."""
+        return {"SPARK_MASTER": self.url, "SPARK_AUTHENTICATE_SECRET": self.secret,
+                "SPARK_EXECUTOR_CORES": "1", "SPARK_CORES_MAX": str(executors),
+                "SPARK_EXECUTOR_MEMORY": executor_memory, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    def start(self) -> "SparkCluster":
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # The daemons' shared secret, in a file only this user reads (not on
+        # a command line, which every user of the host can list).
+        properties = self.folder / "spark-defaults.conf"
+        properties.touch(mode=0o600)
+        properties.write_text(f"spark.authenticate true\nspark.authenticate.secret {self.secret}\n"
+                              "spark.network.crypto.enabled true\n")
+        self.master = self._daemon("master", "org.apache.spark.deploy.master.Master",
+                                   "--host", "127.0.0.1", "--port", str(self.port),
+                                   "--webui-port", str(self.ui_port))
+        wait_until(lambda: self._state() is not None, START_TIMEOUT, f"the Spark master on {self.url}")
+        for number in range(self.worker_count):
+            self.workers.append(self._daemon(
+                f"worker-{number}", "org.apache.spark.deploy.worker.Worker",
+                "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                "--cores", str(self.cores), "--memory", self.memory,
+                "--work-dir", str(self.folder / f"work-{number}"), self.url))
+        wait_until(lambda: len(self.alive_workers()) == self.worker_count, START_TIMEOUT,
+                   f"{self.worker_count} Spark workers registered")
+        return self
+
+    def _daemon(self, name: str, main_class: str, *args: str) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "w")
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONF_DIR": str(self.folder),
+               # Light daemons: they only schedule, and share 2 cores with the rest.
+               "SPARK_DAEMON_MEMORY": "256m",
+               "SPARK_DAEMON_JAVA_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
+        with log:
+            return subprocess.Popen(
+                [str(spark_home() / "bin" / "spark-class"), main_class, *args,
+                 "--properties-file", str(self.folder / "spark-defaults.conf")],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _state(self) -> dict | None:
+        """The master's own view (its web UI's JSON), None while it is not up."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as reply:
+                return json.load(reply)
+        except OSError:
+            return None
+
+    def alive_workers(self) -> list[dict]:
+        return [worker for worker in (self._state() or {}).get("workers", []) if worker["state"] == "ALIVE"]
+
+    def running_apps(self) -> list[dict]:
+        return (self._state() or {}).get("activeapps", [])
+
+    def executors(self, app_name: str | None = None) -> list[psutil.Process]:
+        """The executor JVMs the workers launched (for one app, by its name)."""
+        found = []
+        for process in psutil.process_iter(["cmdline", "cwd"]):
+            cmdline, cwd = process.info["cmdline"] or [], process.info["cwd"] or ""
+            if ("org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline
+                    and cwd.startswith(str(self.folder))
+                    and (app_name is None or self._app_of(cwd) == app_name)):
+                found.append(process)
+        return found
+
+    def _app_of(self, executor_folder: str) -> str | None:
+        """The name of the app whose executor runs in `executor_folder` (work-N/<app id>/<n>)."""
+        app_id = Path(executor_folder).parent.name
+        return next((app["name"] for app in self.running_apps() if app["id"] == app_id), None)
+
+    def logs(self) -> str:
+        """Everything the daemons and their executors wrote."""
+        return "\n".join(path.read_text(errors="replace") for path in sorted(self.folder.rglob("*"))
+                         if path.is_file() and path.name != "spark-defaults.conf"
+                         and path.suffix != ".jar")
+
+    def stop(self) -> None:
+        for process in [*self.workers, self.master]:
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                _terminate(process)
+        for executor in self.executors():  # orphans of a worker that died first
+            executor.kill()

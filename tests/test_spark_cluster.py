@@ -1,0 +1,90 @@
+"""The workers as drivers of a real Spark standalone cluster (a master and two
+workers from the installed pyspark, RPC authenticated and encrypted), on the
+real broker in both modes and real Postgres: every line's words counted once,
+through a lost executor and a restarted driver, and no TLS material printed
+or on a command line. Each driver takes one core of each Spark worker at most."""
+
+import signal
+import sys
+
+import psutil
+import pytest
+
+from devstack.local_stack import ROOT, wait_until
+from devstack.spark_cluster import SparkCluster, spark_home
+from shared.spark import CONNECTOR_JARS
+from tests.checks import assert_no_secret_in, assert_no_stack_trace, heroku_like
+from tests.pipeline import (
+    BATCH_LINES,
+    assert_repeats_were_dropped,
+    committed_lines,
+    make_lines,
+    send,
+    wait_for_exact_counts,
+    wait_inside_a_batch,
+)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    started = SparkCluster(tmp_path / "spark-cluster").start()
+    yield started
+    started.stop()
+
+
+def command_lines() -> str:
+    """What every process of this host was started with, as `ps` shows it."""
+    return "\n".join(" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+
+
+@heroku_like
+def test_drivers_on_a_cluster_count_every_word_once_through_a_lost_executor_and_a_driver_restart(
+        stack, prefix, database_url, workers, cluster):
+    lines = make_lines(3 * BATCH_LINES, seed=6)
+    send(stack, prefix, lines)
+    text_processor = workers.start("services.text_processor", **cluster.driver_environment(executors=2),
+                                   MAX_OFFSETS_PER_TRIGGER=str(BATCH_LINES))
+    on_cluster = cluster.driver_environment(executors=1)  # 2 cores here: fewer JVMs
+    aggregator = workers.start("services.aggregator", **on_cluster)
+
+    wait_inside_a_batch(stack, prefix)
+    # Each of the text processor's two executors runs one partition's task
+    # of the batch being written: one SIGKILLed fails that batch.
+    executors = cluster.executors("text-processor")
+    assert len(executors) == 2
+    executors[0].kill()
+    wait_until(lambda: text_processor.log_lines("query_failed"), 120, "the batch failing with its executor")
+    assert sum(committed_lines(stack, prefix).values()) < len(lines), "the killed batch was the last"
+
+    wait_until(lambda: aggregator.log_lines("batch"), 240, "the aggregator's first batch")
+    aggregator.signal(signal.SIGTERM)
+    assert aggregator.wait(30) == 0
+    restarted = workers.start("services.aggregator", **on_cluster)
+    batch_lines = wait_for_exact_counts(stack, prefix, database_url, restarted, lines, stopped=[aggregator])
+    assert_repeats_were_dropped(batch_lines)
+
+    # The master replaced the lost executor; the drivers lived through it.
+    assert len(cluster.executors("text-processor")) == 2
+    assert text_processor.process.poll() is None
+    outputs = "".join(worker.output() for worker in workers.started)
+    assert "Traceback" not in outputs
+    assert_no_stack_trace(text_processor.output())
+    seen = outputs + cluster.logs() + command_lines()
+    assert cluster.secret not in seen
+    assert_no_secret_in(seen, stack.environment(prefix))
+
+
+def test_drivers_on_a_cluster_one_under_spark_submit_as_the_readme_says_count_every_word_once(
+        stack, prefix, database_url, workers, cluster):
+    lines = make_lines(4000, seed=7)
+    send(stack, prefix, lines)
+    jars = ",".join(sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar")))
+    text_processor = workers.start(
+        "services.text_processor",
+        [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url, "--jars", jars,
+         "--driver-memory", "512m", "services/text_processor/__main__.py"],
+        **cluster.driver_environment(executors=1), PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
+    aggregator = workers.start("services.aggregator", **cluster.driver_environment(executors=1))
+    wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
+    assert sorted(app["name"] for app in cluster.running_apps()) == ["aggregator", "text-processor"]
+    assert "Traceback" not in text_processor.output()
