@@ -55,7 +55,7 @@ $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connec
 # each with its own broker and Postgres: 20 to 26 min where one took 28 (2 cores).
 TEST_PROCESSES ?= 3
 test: lint slug
-	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
+	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: lint
 	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)

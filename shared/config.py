@@ -167,8 +167,8 @@ def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=No
     )
 
 
-# Spark refuses to start a driver or an executor below 1.5 times the 300 MB it reserves, as the JVM
-# counts a heap (a 480m heap is 463 MB to it).
+# Spark refuses to start a driver or an executor below 1.5 times the 300 MB
+# it reserves, as the JVM counts a heap (a 480m heap is 463 MB to it).
 MIN_SPARK_MEMORY_MB = 512
 MEBIBYTES_PER_UNIT = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024**2}  # none: MiB, as Spark reads it
 

@@ -52,12 +52,31 @@ def session(app_name: str, kafka: KafkaConfig | None = None,
         return running
     if kafka is not None:
         os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
+    config = config or SparkConfig()
+    options, secrets = spark_options(app_name, config), {}
+    if config.on_cluster:
+        options.update(cluster_options(config))
+        secrets = cluster_secrets(config, kafka)
+    else:  # one JVM: a dyno's host name means nothing
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    # PySpark starts the JVM with its configuration on the command line,
+    # where any process of the host can read it: the JVM starts with the
+    # options, and the secrets reach the SparkContext through Py4J.
+    gateway = launch_gateway(SparkConf().setAll(list(options.items())))
+    SparkContext(conf=SparkConf().setAll([*options.items(), *secrets.items()]), gateway=gateway)
+    spark = SparkSession.builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
+    """Every worker's Spark configuration, on a dyno or a cluster."""
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")
-    config = config or SparkConfig()
     english = "-Duser.language=en -Duser.country=US"  # locale-independent lower-casing
-    options = {
+    return {
         "spark.app.name": app_name,
         "spark.master": config.master,
         "spark.driver.memory": driver_memory(config.driver_memory),
@@ -86,21 +105,6 @@ def session(app_name: str, kafka: KafkaConfig | None = None,
         # "Exactly once, end to end"). local[N] already never retries a task.
         "spark.task.maxFailures": "1",
     }
-    secrets = {}
-    if config.on_cluster:
-        options.update(cluster_options(config))
-        secrets = cluster_secrets(config, kafka)
-    else:  # one JVM: a dyno's host name means nothing
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    # PySpark starts the JVM with its configuration on the command line,
-    # where any process of the host can read it: the JVM starts with the
-    # options, and the secrets reach the SparkContext through Py4J.
-    gateway = launch_gateway(SparkConf().setAll(list(options.items())))
-    SparkContext(conf=SparkConf().setAll([*options.items(), *secrets.items()]), gateway=gateway)
-    spark = SparkSession.builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
 
 
 def cluster_options(config: SparkConfig) -> dict[str, str]:
