@@ -49,13 +49,15 @@ $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connec
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHON=$(PY) bin/build-slug $(SLUG)
 	touch $@
 
-# Every Spark the tests start (in-process and each worker's) runs on the
-# slug's pruned jars, so the pruning is proven end to end. The end-to-end
-# tests mostly wait (session timeouts, restarts, deadlines): 3 processes,
-# each with its own broker and Postgres: 20 to 26 min where one took 28 (2 cores).
+# Every Spark the tests start (in-process, each worker's, a test cluster's)
+# runs on the slug's pruned jars and its pruned JDK, so the pruning is proven
+# end to end. The end-to-end tests mostly wait (session timeouts, restarts,
+# deadlines): 3 processes, each with its own broker and Postgres: 20 to 26 min
+# where one took 28 (2 cores).
 TEST_PROCESSES ?= 3
 test: lint slug
-	SPARK_HOME=$(SLUG_SPARK) $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
+	SPARK_HOME=$(SLUG_SPARK) JAVA_HOME=$(CURDIR)/$(SLUG)/.jdk \
+	  $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: lint
 	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)

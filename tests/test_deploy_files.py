@@ -177,3 +177,5 @@ def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
     assert int(size["slug_compressed_mb"]) < 500
     assert (slug / "shared" / "worker.py").is_file() and (slug / "services").is_dir()
     assert not [name for name in ("tests", "benchmarks", "devstack") if (slug / name).exists()]
+    assert os.environ.get("JAVA_HOME") == str(slug / ".jdk"), "Spark runs on the slug's JDK"
+    assert (slug / ".jdk" / "bin" / "java").is_file() and not (slug / ".jdk" / "jmods").exists()
