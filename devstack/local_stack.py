@@ -223,7 +223,7 @@ class KafkaBroker:
                     for operation in operations])
 
     def stop(self):
-        _terminate(self.process)
+        terminate(self.process)
 
     def kill(self):
         """SIGKILL, as a crashed broker; start() brings it back on the same
@@ -338,7 +338,7 @@ def _escaped(value):
     return value.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-def _terminate(process, timeout=15):
+def terminate(process, timeout=15):
     if process is None or process.poll() is not None:
         return
     process.terminate()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from devstack.local_stack import _terminate, free_port, wait_until
+from devstack.local_stack import free_port, terminate, wait_until
 
 START_TIMEOUT = 90
 
@@ -119,9 +119,10 @@ class SparkCluster:
                          and path.suffix != ".jar")
 
     def stop(self) -> None:
+        """SIGTERM to each daemon's process group (a worker's executors too)."""
         for process in [*self.workers, self.master]:
             if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-                _terminate(process)
+                terminate(process)
         for executor in self.executors():  # orphans of a worker that died first
             executor.kill()
