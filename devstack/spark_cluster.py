@@ -97,20 +97,13 @@ class SparkCluster:
         return (self._state() or {}).get("activeapps", [])
 
     def executors(self, app_name: str | None = None) -> list[psutil.Process]:
-        """The executor JVMs the workers launched (for one app, by its name)."""
-        found = []
-        for process in psutil.process_iter(["cmdline", "cwd"]):
-            cmdline, cwd = process.info["cmdline"] or [], process.info["cwd"] or ""
-            if ("org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline
-                    and cwd.startswith(str(self.folder))
-                    and (app_name is None or self._app_of(cwd) == app_name)):
-                found.append(process)
-        return found
-
-    def _app_of(self, executor_folder: str) -> str | None:
-        """The name of the app whose executor runs in `executor_folder` (work-N/<app id>/<n>)."""
-        app_id = Path(executor_folder).parent.name
-        return next((app["name"] for app in self.running_apps() if app["id"] == app_id), None)
+        """The executor JVMs the workers launched (for one app, by its name);
+        each runs in the folder work-N/<app id>/<executor id>."""
+        app_ids = {app["id"] for app in self.running_apps() if app_name in (None, app["name"])}
+        return [process for process in psutil.process_iter(["cmdline", "cwd"])
+                if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in (process.info["cmdline"] or [])
+                and (process.info["cwd"] or "").startswith(str(self.folder))
+                and (app_name is None or Path(process.info["cwd"]).parent.name in app_ids)]
 
     def logs(self) -> str:
         """Everything the daemons and their executors wrote."""
