@@ -111,6 +111,10 @@ class SparkConfig:
     driver_memory: str = ""  # SPARK_DRIVER_MEMORY; "": half the dyno's memory
     shuffle_partitions: int = 2  # SPARK_SHUFFLE_PARTITIONS
     max_offsets_per_trigger: int | None = None  # MAX_OFFSETS_PER_TRIGGER; None: the worker's own
+    # MAX_BYTES_PER_TRIGGER, of keys and values (shared/batch_size.py): twice
+    # what Spark's execution and storage memory holds at a 512m heap, as a
+    # word is its record's key and value.
+    max_bytes_per_trigger: int = 256 << 20
     start_from: str = "earliest"  # START_FROM: where a group with no stored offsets begins
     # On a cluster (any SPARK_MASTER but local[...]):
     executor_memory: str = ""  # SPARK_EXECUTOR_MEMORY; "": Spark's 1g
@@ -190,6 +194,7 @@ def _spark_config(environ) -> SparkConfig:
         driver_memory=_memory_size(environ, "SPARK_DRIVER_MEMORY"),
         shuffle_partitions=_positive_int(environ, "SPARK_SHUFFLE_PARTITIONS", 2),
         max_offsets_per_trigger=_positive_int(environ, "MAX_OFFSETS_PER_TRIGGER", None),
+        max_bytes_per_trigger=_positive_int(environ, "MAX_BYTES_PER_TRIGGER", 256 << 20),
         start_from=start_from,
         executor_memory=_memory_size(environ, "SPARK_EXECUTOR_MEMORY"),
         executor_cores=_positive_int(environ, "SPARK_EXECUTOR_CORES", None),

@@ -17,6 +17,7 @@ import time
 from py4j.protocol import Py4JJavaError
 from sqlalchemy import create_engine, text
 
+from shared.batch_size import measurement, observed
 from shared.logs import log
 from shared.offsets import batch_ranges
 from shared.outages import StopRequested, postgres_outage
@@ -113,7 +114,7 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
         context.batch_log.abandon(batch_id)
 
     def write_batch(batch, batch_id):
-        if abandoned_from is not None:
+        if abandoned_from is not None or context.batch_size.changed:  # the run is ending
             context.batch_log.abandon(batch_id)
             return
         ranges = batch_ranges(checkpoint, batch_id, context.starting_offsets)
@@ -121,6 +122,7 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
             return
         try:
             batch.sparkSession.catalog.clearCache()
+            batch, observation = observed(batch)
             rows = aggregate(batch)
             began = time.monotonic()
             fields = context.progress.commit(ranges, lambda connection: write(connection, rows))
@@ -135,6 +137,9 @@ def foreach_batch(context, checkpoint, aggregate, write, after_commit=None):
         batch.sparkSession.catalog.clearCache()
         if after_commit:
             after_commit()
+        if size := measurement(observation):
+            context.batch_size.measured(*size)
+            fields["bytes_in"] = size[1]
         context.batch_log.report(batch_id, postgres_ms=int((time.monotonic() - began) * 1000), **fields)
 
     return write_batch

@@ -31,6 +31,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from shared import config as config_module
 from shared import spark as spark_module
+from shared.batch_size import BatchSize
 from shared.exactly_once import PostgresProgress, engine_for
 from shared.group_member import GroupMember, stop_gracefully
 from shared.logs import log
@@ -148,6 +149,7 @@ class Context:
     config: config_module.Config
     batch_log: BatchLog
     stop_requested: threading.Event
+    batch_size: BatchSize  # how many records a batch reads
     # Workers that write to Postgres keep their offsets there, with their results.
     progress: PostgresProgress | None = None
     # Where the running query began, for each partition assigned to this copy;
@@ -188,7 +190,10 @@ def run(app: str, topic: str, start_query: StartQuery, *, batch_records: int, re
     # under the running batch; Python stops it in order below.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     spark = spark_module.session(app, config.kafka, config.spark)
-    batch_records = config.spark.max_offsets_per_trigger or batch_records
+    # A foreachBatch worker measures the bytes of its batches; the text
+    # processor's stream through Spark, from Kafka to Kafka.
+    batch_size = BatchSize(config.spark.max_offsets_per_trigger or batch_records,
+                           config.spark.max_bytes_per_trigger if transactional else None)
     stopper = Stopper()
     member = None
     try:
@@ -198,12 +203,12 @@ def run(app: str, topic: str, start_query: StartQuery, *, batch_records: int, re
             engine = engine_for(config.database_url)
             progress = PostgresProgress(engine, member.group_id, member.topic, stopper.requested)
             progress.retrying(lambda: migrate(engine))
-        context = Context(config, BatchLog(app), stopper.requested, progress)
+        context = Context(config, BatchLog(app), stopper.requested, batch_size, progress)
         if setup:
             setup(context)
         spark.streams.addListener(BatchListener(context, member))
         log("start", app=app, topic=member.topic, group=member.group_id)
-        run_queries(spark, context, member, topic, start_query, batch_records, read_headers)
+        run_queries(spark, context, member, topic, start_query, read_headers)
     except StopRequested:  # asked for while a broker or Postgres was away
         pass
     spark.stop()
@@ -212,25 +217,25 @@ def run(app: str, topic: str, start_query: StartQuery, *, batch_records: int, re
     log("stopped", app=app)
 
 
-def run_queries(spark, context, member, topic, start_query, batch_records, read_headers):
-    """Run the query on this copy's partitions, again after each rebalance
-    and each failure, until a stop is asked for."""
+def run_queries(spark, context, member, topic, start_query, read_headers):
+    """Run the query on this copy's partitions, again after each rebalance,
+    each failure and each change of the batch size, until a stop is asked for."""
     app, stop_requested = context.batch_log.app, context.stop_requested
     failures = 0
     while (partitions := member.wait_for_partitions(stop_requested)) is not None:
         context.starting_offsets = resume_offsets(context, member, partitions)
         source = spark_module.kafka_stream(spark, context.config.kafka, topic, app,
-                                           context.starting_offsets, batch_records, read_headers)
+                                           context.starting_offsets, context.batch_size.records, read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
             query = start_run(context, member, start_query, source, checkpoint)
             error = supervise(query, context, member)
         if error is None or stop_requested.is_set():
             if stop_requested.is_set():
                 member.commit_last(query, context.batch_log.abandoned)
-            continue  # stopping, or the group gave this copy other partitions
+            continue  # stopping, the group gave this copy other partitions, or batches change size
         summary = _error_summary(error)
         if UNCONVERTIBLE_TIMESTAMP in str(error) and (skip_unreadable_records(
-                spark, context, member, topic, start_query, batch_records, read_headers)
+                spark, context, member, topic, start_query, read_headers)
                 or stop_requested.is_set()):
             continue
         stored_a_batch = (query.lastProgress is not None
@@ -244,6 +249,7 @@ def run_queries(spark, context, member, topic, start_query, batch_records, read_
 def start_run(context, member, start_query, source, checkpoint):
     """Start a query run on `source`, with no batch given up on yet."""
     context.run_error = None
+    context.batch_size.changed = False
     return member.start(lambda: start_query(context, source, checkpoint))
 
 
@@ -254,7 +260,7 @@ def resume_offsets(context, member, partitions):
     return starting_offsets(partitions, stored, context.config.spark.start_from)
 
 
-def skip_unreadable_records(spark, context, member, topic, start_query, batch_records, read_headers):
+def skip_unreadable_records(spark, context, member, topic, start_query, read_headers):
     """A record whose Kafka timestamp Spark cannot convert fails Spark's
     Kafka source on every retry (Spark allows no consumer interceptor to mend
     it). Finds the first such record of each partition within the next batch,
@@ -266,7 +272,7 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
     log("unreadable_record_scan", topic=member.topic,
         partitions=",".join(map(str, sorted(context.starting_offsets))))
     try:
-        unreadable = member.first_unreadable(context.starting_offsets, batch_records)
+        unreadable = member.first_unreadable(context.starting_offsets, context.batch_size.records)
     except KafkaError:  # the broker went away: the main loop retries with backoff
         return False
     if context.stop_requested.is_set():
@@ -297,9 +303,10 @@ def skip_unreadable_records(spark, context, member, topic, start_query, batch_re
 def supervise(query, context, member):
     """Keep the group membership while the query runs; return the query's
     error once it fails or gives up on a batch, or None once it was stopped
-    (by a stop asked for, or by a rebalance)."""
+    (by a stop asked for, a rebalance or a new batch size)."""
     try:
-        while query.isActive and not context.stop_requested.is_set() and context.run_error is None:
+        while (query.isActive and not context.stop_requested.is_set() and context.run_error is None
+               and not context.batch_size.changed):
             member.poll()
             query.awaitTermination(0.01)
     except StreamingQueryException as error:  # raised once the query has failed

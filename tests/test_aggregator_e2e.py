@@ -137,6 +137,37 @@ def test_sigkill_at_random_moments_loses_and_doubles_nothing(stack, prefix, data
     assert_exact(database_url, expected_counts(input_.records))
 
 
+def test_batches_are_bounded_by_the_bytes_of_their_words_as_well_as_by_records(
+        stack, prefix, database_url, workers):
+    """A batch over MAX_BYTES_PER_TRIGGER makes the next ones fewer records,
+    until batches of short words make them many again."""
+    budget, most, long_bytes = 110_000, 500, 1000  # the test's records have values, no keys
+    short_before, short_after = word_records(3000, seed=6), word_records(3000, seed=7)
+    long_ = [(f"long{n % 10}".ljust(long_bytes, "~"), event, arrives)
+             for n, (_, event, arrives) in enumerate(word_records(1000, seed=8))]
+    worker = workers.start("services.aggregator", MAX_BYTES_PER_TRIGGER=str(budget),
+                           MAX_OFFSETS_PER_TRIGGER=str(most))
+    sent = []
+    for records in (short_before, long_, short_after):
+        send(stack, prefix, records)
+        sent += records
+        wait_until(lambda: everything_stored(stack, prefix, database_url), 240, f"{len(sent)} words stored")
+    assert_exact(database_url, expected_counts(sent))
+
+    events = [dict(pair.split("=", 1) for pair in line.split()) for line in worker.output().splitlines()
+              if line.startswith(("event=batch ", "event=batch_size "))]
+    sizes = [(int(e["was"]), int(e["records"])) for e in events if e["event"] == "batch_size"]
+    fitting = budget // long_bytes
+    assert sizes == [(most, fitting), (fitting, most)]
+    # A batch's line follows the batch_size line its measure made.
+    shrunk, grown = [n for n, e in enumerate(events) if e["event"] == "batch_size"]
+    measured, bounded = events[shrunk + 1], events[shrunk + 2:grown]
+    assert int(measured["bytes_in"]) > budget
+    assert sum(int(batch["rows_in"]) for batch in bounded) >= len(long_) - int(measured["rows_in"])
+    assert all(int(batch["bytes_in"]) <= budget and int(batch["rows_in"]) <= fitting for batch in bounded)
+    assert "Traceback" not in worker.output()
+
+
 def test_postgres_down_mid_stream_then_back_loses_and_doubles_nothing(stack, prefix, database_url, workers):
     if stack.postgres is None:
         pytest.skip("DATABASE_URL points at a Postgres these tests do not control")

@@ -209,7 +209,8 @@ def test_defaults_and_overrides_of_window_and_thresholds():
 
 
 @pytest.mark.parametrize("variable", ["WINDOW_SECONDS", "ANOMALY_URGENT_THRESHOLD", "ANOMALY_EMAIL_THRESHOLD",
-                                      "MAX_OFFSETS_PER_TRIGGER", "SPARK_SHUFFLE_PARTITIONS", "SMTP_PORT"])
+                                      "MAX_OFFSETS_PER_TRIGGER", "MAX_BYTES_PER_TRIGGER", "SPARK_SHUFFLE_PARTITIONS",
+                                      "SMTP_PORT"])
 @pytest.mark.parametrize("value", ["ten", "0", "-5", "1.5"])
 def test_malformed_numbers_are_named(variable, value):
     with pytest.raises(ConfigError) as error:
@@ -220,14 +221,15 @@ def test_malformed_numbers_are_named(variable, value):
 def test_spark_and_channel_settings_are_parsed_with_the_rest():
     base = {"KAFKA_URL": "kafka://b1.example:9092"}
     spark, channels = load(base).spark, load(base).channels
-    assert (spark.master, spark.driver_memory, spark.max_offsets_per_trigger, spark.start_from) == \
-        ("local[2]", "", None, "earliest")
+    assert (spark.master, spark.driver_memory, spark.max_offsets_per_trigger, spark.max_bytes_per_trigger,
+            spark.start_from) == ("local[2]", "", None, 256 << 20, "earliest")
     assert (channels.pagerduty_routing_key, channels.smtp_server, channels.smtp_port) == ("", "", 587)
-    config = load({**base, "MAX_OFFSETS_PER_TRIGGER": "700", "START_FROM": "latest", "SPARK_DRIVER_MEMORY": "2g",
+    config = load({**base, "MAX_OFFSETS_PER_TRIGGER": "700", "MAX_BYTES_PER_TRIGGER": "5000000",
+                   "START_FROM": "latest", "SPARK_DRIVER_MEMORY": "2g",
                    "MAILGUN_SMTP_SERVER": "smtp.mailgun.org", "MAILGUN_SMTP_PORT": "465",
                    "SMTP_LOGIN": "me", "ALERT_EMAIL_TO": "a@example.com, b@example.com"})
-    assert (config.spark.max_offsets_per_trigger, config.spark.start_from, config.spark.driver_memory) == \
-        (700, "latest", "2g")
+    assert (config.spark.max_offsets_per_trigger, config.spark.max_bytes_per_trigger, config.spark.start_from,
+            config.spark.driver_memory) == (700, 5_000_000, "latest", "2g")
     assert (config.channels.smtp_server, config.channels.smtp_port, config.channels.smtp_login,
             config.channels.email_to) == ("smtp.mailgun.org", 465, "me", ("a@example.com", "b@example.com"))
 
