@@ -106,6 +106,18 @@ class GroupMember(ConsumerRebalanceListener):
             p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions or ()})
         return {partition: offset for partition, offset in offsets.items() if offset is not None}
 
+    def offset_range(self, partition, starting):
+        """(first, end): the offsets of `partition` from `starting` (an
+        offset, or -2 for the earliest, -1 for the latest) to its end."""
+        tp = TopicPartition(self.topic, partition)
+
+        def read():
+            end = self._consumer.end_offsets([tp])[tp]
+            if starting >= 0:
+                return starting, end
+            return (end if starting == -1 else self._consumer.beginning_offsets([tp])[tp]), end
+        return self._outage.retry(read)
+
     def report_data_lost(self, ranges):
         """Log `event=data_lost` for the records of `ranges` ({partition:
         (first, next offset)} a batch covered but did not read all of) that

@@ -36,13 +36,20 @@ from shared.exactly_once import PostgresProgress, engine_for
 from shared.group_member import GroupMember, stop_gracefully
 from shared.logs import log
 from shared.migrations import migrate
-from shared.offsets import Offsets, lag, unread_ranges
+from shared.offsets import Offsets, end_offsets, lag, unread_ranges
 from shared.outages import StopRequested, backoff_seconds
 from shared.tls_check import check_tls
 
 # How Spark 4.2's Kafka source fails on a record timestamp it cannot convert
 # to microseconds (a KafkaIllegalStateException; 4.0 raised ArithmeticException).
 UNCONVERTIBLE_TIMESTAMP = "overflows when converting to Spark"
+# A query that failed this many times in a row, each time with a task failing
+# on the same exception, has the record it fails on searched for and skipped
+# (skip_failing_record), unless the exception says nothing of a record: the
+# broker, Spark's Kafka plumbing or the network (an outage), or memory.
+SEARCH_AFTER_FAILURES = 3
+NOT_A_RECORD = re.compile(
+    r"^(org\.apache\.kafka\.|org\.apache\.spark\.sql\.kafka010\.|java\.io\.|java\.net\.)|Timeout|OutOfMemory")
 
 
 def starting_offsets(partitions, stored, start_from="earliest"):
@@ -62,6 +69,7 @@ class BatchLog:
     def __init__(self, app: str):
         self.app = app
         self._fields: dict[int, dict] = {}  # batch id -> fields a service reported
+        self.written = 0  # batches logged (and so stored) by this process
         self.abandoned: set[int] = set()  # batches of this query run that stored nothing
         self._lock = threading.Lock()
 
@@ -90,6 +98,7 @@ class BatchLog:
                   **observed}
         with self._lock:
             fields.update(self._fields.pop(progress.batchId, {}))  # a service's own word wins
+            self.written += 1
         log("batch", **fields)
 
 
@@ -221,7 +230,7 @@ def run_queries(spark, context, member, topic, start_query, read_headers):
     """Run the query on this copy's partitions, again after each rebalance,
     each failure and each change of the batch size, until a stop is asked for."""
     app, stop_requested = context.batch_log.app, context.stop_requested
-    failures = 0
+    failures, written_at_skip = 0, -1
     while (partitions := member.wait_for_partitions(stop_requested)) is not None:
         context.starting_offsets = resume_offsets(context, member, partitions)
         source = spark_module.kafka_stream(spark, context.config.kafka, topic, app,
@@ -241,6 +250,13 @@ def run_queries(spark, context, member, topic, start_query, read_headers):
         stored_a_batch = (query.lastProgress is not None
                           and query.lastProgress.batchId not in context.batch_log.abandoned)
         failures = 1 if stored_a_batch else failures + 1
+        # One skip, then a batch must go through before the next: an error
+        # that every record meets (a bug) costs at most one record a partition.
+        cause = failing_record_cause(error)
+        if (failures >= SEARCH_AFTER_FAILURES and cause and context.batch_log.written > written_at_skip
+                and skip_failing_record(spark, context, member, topic, start_query, read_headers, cause)):
+            failures, written_at_skip = 0, context.batch_log.written
+            continue
         backoff = backoff_seconds(failures)
         log("query_failed", app=app, error=summary, retry_in_s=backoff)
         member.wait(backoff, stop_requested)
@@ -266,7 +282,6 @@ def skip_unreadable_records(spark, context, member, topic, start_query, read_hea
     it). Finds the first such record of each partition within the next batch,
     runs the query over the records before it alone, then stores the offsets
     past it. Returns whether there was one."""
-    app = context.batch_log.app
     if context.progress:  # the failed run may have stored batches before the one it failed in
         context.starting_offsets = resume_offsets(context, member, member.partitions)
     log("unreadable_record_scan", topic=member.topic,
@@ -277,27 +292,117 @@ def skip_unreadable_records(spark, context, member, topic, start_query, read_hea
         return False
     if context.stop_requested.is_set():
         return False
+    run = PartitionRun(spark, context, member, topic, start_query, read_headers)
     for partition, (first, offset) in sorted(unreadable.items()):
-        if offset > first:  # one micro-batch of exactly the records before it
-            before = {partition: first}
-            context.starting_offsets = before
-            source = spark_module.kafka_stream(spark, context.config.kafka, topic, app, before,
-                                               offset - first, read_headers)
-            with tempfile.TemporaryDirectory(prefix=f"{app}-checkpoint-") as checkpoint:
-                query = start_run(context, member, start_query, source, checkpoint)
-                while query.isActive and query.lastProgress is None and not context.stop_requested.is_set():
-                    member.poll(0.1)
-                stop_gracefully(query)
-                member.forget(query)
-                if query.lastProgress is None or context.run_error:  # its one batch did not go through
-                    return False  # failed or stopping: the main loop retries or stops
-        if context.progress:
-            context.progress.commit({partition: (offset, offset + 1)}, lambda connection: {})
-        else:
-            member.commit_now({partition: offset + 1})
-        log("skipped_record", topic=member.topic, partition=partition, offset=offset,
-            reason="timestamp_beyond_spark")
+        if offset > first:
+            outcome = run(partition, first, offset - first, until=offset)
+            if outcome is None or outcome[0] < offset:
+                return False  # failed or stopping: the main loop retries or stops
+        skip_record(context, member, partition, offset, reason="timestamp_beyond_spark")
     return bool(unreadable)
+
+
+def failing_record_cause(error) -> str | None:
+    """The class of the exception at the root of a failed query's `error`
+    (a StreamingQueryException, or the Py4JJavaError a foreachBatch function
+    met), if a task threw it while reading records (not Spark planning a
+    batch, not Python) and it says something of them (NOT_A_RECORD)."""
+    root = None
+    while error is not None and root is None:  # query.exception() holds its Java error in its cause
+        root = getattr(error, "_origin", None) or getattr(error, "java_exception", None)
+        error = getattr(error, "_cause", None)
+    if root is None:
+        return None
+    while root.getCause() is not None:
+        root = root.getCause()
+    name = root.getClass().getName()
+    in_a_task = any(frame.getClassName() == "org.apache.spark.scheduler.Task" for frame in root.getStackTrace())
+    return name if in_a_task and not NOT_A_RECORD.search(name) else None
+
+
+def skip_failing_record(spark, context, member, topic, start_query, read_headers, cause) -> bool:
+    """A query failed again and again, a task failing on `cause` each time.
+    For each partition in turn, runs the query on it alone over the records
+    the failing batch held, with half as many records a batch after each
+    failure (what goes through is stored), until a batch of one record
+    fails: that record is skipped. log2 of a batch's records in query runs
+    (8 for 200). Returns whether it skipped one; gives up on a stop, on
+    another error (an outage meanwhile), and when every partition's records
+    went through."""
+    if not member.partitions:  # a rebalance began meanwhile
+        return False
+    context.starting_offsets = resume_offsets(context, member, member.partitions)
+    log("failing_record_search", topic=member.topic, error=cause,
+        partitions=",".join(map(str, sorted(context.starting_offsets))))
+    run = PartitionRun(spark, context, member, topic, start_query, read_headers, cause)
+    for partition, starting in sorted(context.starting_offsets.items()):
+        first, end = member.offset_range(partition, starting)
+        last = min(end, first + context.batch_size.records)  # if here, the failing record is before it
+        size = last - first
+        while size > 0:
+            outcome = run(partition, first, size, until=last)
+            if outcome is None:
+                return False
+            first, failed = outcome  # a failed run stored what it could
+            if not failed:
+                break  # not in this partition
+            if size == 1:
+                skip_record(context, member, partition, first, reason="failing", error=cause)
+                return True
+            last, size = first + size, size // 2  # the failing batch began at `first`
+    return False
+
+
+class PartitionRun:
+    """A query run on one partition alone, to find the record it fails on."""
+
+    def __init__(self, spark, context, member, topic, start_query, read_headers, cause=None):
+        self.spark, self.context, self.member, self.topic = spark, context, member, topic
+        self.start_query, self.read_headers, self.cause = start_query, read_headers, cause
+
+    def __call__(self, partition: int, first: int, records: int, until: int) -> tuple[int, bool] | None:
+        """Run the query on `partition` from `first`, `records` a batch,
+        until it stored the records before `until` or failed. Returns (where
+        what it stored ends, whether it failed short of `until`, with a task
+        failing on `cause` if given); None on a stop or on another error."""
+        context, member = self.context, self.member
+        context.starting_offsets = {partition: first}
+        source = spark_module.kafka_stream(self.spark, context.config.kafka, self.topic, context.batch_log.app,
+                                           context.starting_offsets, records, self.read_headers)
+        with tempfile.TemporaryDirectory(prefix=f"{context.batch_log.app}-checkpoint-") as checkpoint:
+            query = start_run(context, member, self.start_query, source, checkpoint)
+            while (query.isActive and context.run_error is None and not context.stop_requested.is_set()
+                   and self._stored(query, partition, first) < until):
+                member.poll(0.1)
+            stop_gracefully(query)
+            member.forget(query)
+        if context.stop_requested.is_set():
+            return None
+        if context.progress:
+            stored = context.progress.stored().get(partition, first)
+        else:  # the listener's commit may have been forgotten with the query
+            stored = self._stored(query, partition, first)
+            member.commit_now({partition: stored})
+        if stored >= until:
+            return stored, False
+        error = context.run_error or query.exception()
+        return (stored, True) if self.cause is None or failing_record_cause(error) == self.cause else None
+
+    def _stored(self, query, partition, first):
+        """Where the run's last batch that went through ended."""
+        last = query.lastProgress
+        if last is None or last.batchId in self.context.batch_log.abandoned:
+            return first
+        return end_offsets(last).get(partition, first)
+
+
+def skip_record(context, member, partition, offset, **why):
+    """Store the offset past one record, unread."""
+    if context.progress:
+        context.progress.commit({partition: (offset, offset + 1)}, lambda connection: {})
+    else:
+        member.commit_now({partition: offset + 1})
+    log("skipped_record", topic=member.topic, partition=partition, offset=offset, **why)
 
 
 def supervise(query, context, member):
