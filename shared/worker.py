@@ -251,7 +251,7 @@ def run_queries(spark, context, member, topic, start_query, read_headers):
                           and query.lastProgress.batchId not in context.batch_log.abandoned)
         failures = 1 if stored_a_batch else failures + 1
         # One skip, then a batch must go through before the next: an error
-        # that every record meets (a bug) costs at most one record a partition.
+        # that every record meets (a bug) costs at most one record.
         cause = failing_record_cause(error)
         if (failures >= SEARCH_AFTER_FAILURES and cause and context.batch_log.written > written_at_skip
                 and skip_failing_record(spark, context, member, topic, start_query, read_headers, cause)):
