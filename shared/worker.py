@@ -372,7 +372,7 @@ class PartitionRun:
         with tempfile.TemporaryDirectory(prefix=f"{context.batch_log.app}-checkpoint-") as checkpoint:
             query = start_run(context, member, self.start_query, source, checkpoint)
             while (query.isActive and context.run_error is None and not context.stop_requested.is_set()
-                   and self._stored(query, partition, first) < until):
+                   and not context.batch_size.changed and self._stored(query, partition, first) < until):
                 member.poll(0.1)
             stop_gracefully(query)
             member.forget(query)
