@@ -19,7 +19,8 @@ from shared.logs import log
 
 
 class BatchSize:
-    """`records`: the next query run's batches'. Without a budget, always `most_records`."""
+    """How many records the next query run's batches read (`records`):
+    always `most_records` without a budget."""
 
     def __init__(self, most_records: int, budget_bytes: int | None):
         self.most_records = self.records = most_records
