@@ -99,7 +99,7 @@ class SparkCluster:
     def executors(self, app_name: str | None = None) -> list[psutil.Process]:
         """The executor JVMs the workers launched (for one app, by its name);
         each runs in the folder work-N/<app id>/<executor id>."""
-        app_ids = {app["id"] for app in self.running_apps() if app_name in (None, app["name"])}
+        app_ids = {app["id"] for app in self.running_apps() if app["name"] == app_name} if app_name else set()
         return [process for process in psutil.process_iter(["cmdline", "cwd"])
                 if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in (process.info["cmdline"] or [])
                 and (process.info["cwd"] or "").startswith(str(self.folder))

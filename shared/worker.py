@@ -254,7 +254,8 @@ def run_queries(spark, context, member, topic, start_query, read_headers):
         # that every record meets (a bug) costs at most one record.
         cause = failing_record_cause(error)
         if (failures >= SEARCH_AFTER_FAILURES and cause and context.batch_log.written > written_at_skip
-                and skip_failing_record(spark, context, member, topic, start_query, read_headers, cause)):
+                and (skip_failing_record(spark, context, member, topic, start_query, read_headers, cause)
+                     or stop_requested.is_set())):
             failures, written_at_skip = 0, context.batch_log.written
             continue
         backoff = backoff_seconds(failures)
@@ -376,13 +377,13 @@ class PartitionRun:
                 member.poll(0.1)
             stop_gracefully(query)
             member.forget(query)
-        if context.stop_requested.is_set():
-            return None
         if context.progress:
             stored = context.progress.stored().get(partition, first)
         else:  # the listener's commit may have been forgotten with the query
             stored = self._stored(query, partition, first)
             member.commit_now({partition: stored})
+        if context.stop_requested.is_set():
+            return None
         if stored >= until:
             return stored, False
         error = context.run_error or query.exception()
