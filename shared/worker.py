@@ -69,7 +69,6 @@ class BatchLog:
     def __init__(self, app: str):
         self.app = app
         self._fields: dict[int, dict] = {}  # batch id -> fields a service reported
-        self.written = 0  # batches logged (and so stored) by this process
         self.abandoned: set[int] = set()  # batches of this query run that stored nothing
         self._lock = threading.Lock()
 
@@ -98,7 +97,6 @@ class BatchLog:
                   **observed}
         with self._lock:
             fields.update(self._fields.pop(progress.batchId, {}))  # a service's own word wins
-            self.written += 1
         log("batch", **fields)
 
 
@@ -230,7 +228,7 @@ def run_queries(spark, context, member, topic, start_query, read_headers):
     """Run the query on this copy's partitions, again after each rebalance,
     each failure and each change of the batch size, until a stop is asked for."""
     app, stop_requested = context.batch_log.app, context.stop_requested
-    failures, written_at_skip = 0, -1
+    failures = 0
     while (partitions := member.wait_for_partitions(stop_requested)) is not None:
         context.starting_offsets = resume_offsets(context, member, partitions)
         source = spark_module.kafka_stream(spark, context.config.kafka, topic, app,
@@ -250,13 +248,12 @@ def run_queries(spark, context, member, topic, start_query, read_headers):
         stored_a_batch = (query.lastProgress is not None
                           and query.lastProgress.batchId not in context.batch_log.abandoned)
         failures = 1 if stored_a_batch else failures + 1
-        # One skip, then a batch must go through before the next: an error
-        # that every record meets (a bug) costs at most one record.
         cause = failing_record_cause(error)
-        if (failures >= SEARCH_AFTER_FAILURES and cause and context.batch_log.written > written_at_skip
-                and (skip_failing_record(spark, context, member, topic, start_query, read_headers, cause)
-                     or stop_requested.is_set())):
-            failures, written_at_skip = 0, context.batch_log.written
+        if failures >= SEARCH_AFTER_FAILURES and cause and (
+                skip_failing_record(spark, context, member, topic, start_query, read_headers, cause)
+                or stop_requested.is_set()):
+            # The next failure searches at once: bad records often come in runs.
+            failures = SEARCH_AFTER_FAILURES - 1
             continue
         backoff = backoff_seconds(failures)
         log("query_failed", app=app, error=summary, retry_in_s=backoff)

@@ -127,15 +127,16 @@ def test_records_retention_removed_before_they_were_read_are_logged_as_lost(stac
 
 def test_a_record_that_fails_its_batch_each_time_is_found_and_skipped_alone(stack, prefix, workers):
     good = lines(0, 600)
-    produce(stack, prefix + "textlines", good[:150] + ["poison"] + good[150:300], partition=0)
+    produce(stack, prefix + "textlines", good[:150] + ["poison"] * 2 + good[150:300], partition=0)
     produce(stack, prefix + "textlines", good[300:], partition=1)
     worker = workers.start("tests.echo_worker", MAX_OFFSETS_PER_TRIGGER="200")
     wait_until(lambda: progress_saved(stack, prefix), 240, "every line but one processed")
 
     searches, skipped = worker.log_lines("failing_record_search"), worker.log_lines("skipped_record")
     assert len(worker.log_lines("query_failed")) >= 2  # the search begins on the third failure
-    assert len(searches) == 1 and searches[0]["error"] == skipped[0]["error"] != ""
-    assert [(s["partition"], s["offset"], s["reason"]) for s in skipped] == [("0", "150", "failing")]
+    assert len(searches) == 2 and searches[0]["error"] == skipped[0]["error"] != ""
+    assert [(s["partition"], s["offset"], s["reason"]) for s in skipped] == [("0", "150", "failing"),
+                                                                             ("0", "151", "failing")]
     # A failed batch's words may have been sent before it failed: each line at least once.
     words = Counter(r.value.decode() for r in read_all(stack, prefix + "words", 600))
     assert set(words) == {line.upper() for line in good}
