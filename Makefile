@@ -45,12 +45,13 @@ jars/kafka-broker/.fetched: jvm/kafka-broker/pom.xml jvm/settings.xml
 slug: $(SLUG)/.built
 
 $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connector.lock \
-		jvm/unused-spark-jars.txt bin/build-slug bin/post_compile bin/prune-spark bin/fetch-connector-jars
+		jvm/unused-spark-jars.txt jvm/java-modules.txt bin/build-slug bin/post_compile bin/prune-spark \
+		bin/fetch-connector-jars bin/link-java-runtime
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHON=$(PY) bin/build-slug $(SLUG)
 	touch $@
 
 # Every Spark the tests start (in-process, each worker's, a test cluster's)
-# runs on the slug's pruned jars and its pruned JDK, so the pruning is proven
+# runs on the slug's pruned jars and its linked Java runtime, so the pruning is proven
 # end to end. The end-to-end tests mostly wait (session timeouts, restarts,
 # deadlines): 3 processes, each with its own broker and Postgres: 20 to 26 min
 # where one took 28 (2 cores).
