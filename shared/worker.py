@@ -46,10 +46,13 @@ UNCONVERTIBLE_TIMESTAMP = "overflows when converting to Spark"
 # A query that failed this many times in a row, each time with a task failing
 # on the same exception, has the record it fails on searched for and skipped
 # (skip_failing_record), unless the exception says nothing of a record: the
-# broker, Spark's Kafka plumbing or the network (an outage), or memory.
+# broker, Spark's Kafka plumbing or the network (an outage), memory, or a
+# class or native library missing from the slug (a bug of the build, which
+# would otherwise have every record it meets skipped).
 SEARCH_AFTER_FAILURES = 3
 NOT_A_RECORD = re.compile(
-    r"^(org\.apache\.kafka\.|org\.apache\.spark\.sql\.kafka010\.|java\.io\.|java\.net\.)|Timeout|OutOfMemory")
+    r"^(org\.apache\.kafka\.|org\.apache\.spark\.sql\.kafka010\.|java\.io\.|java\.net\.)|Timeout|OutOfMemory"
+    r"|ClassNotFound|NoClassDefFound|UnsatisfiedLink|NoSuch(Method|Field)Error")
 
 
 def starting_offsets(partitions, stored, start_from="earliest"):

@@ -8,12 +8,15 @@ import threading
 from collections import Counter
 from types import SimpleNamespace
 
+import pytest
 from kafka import TopicPartition
+from py4j.protocol import Py4JJavaError
 
 from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
 from devstack.local_stack import wait_until
 from shared.config import load
 from shared.group_member import GroupMember
+from shared.worker import failing_record_cause
 from tests.checks import assert_no_secret_in, heroku_like
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
@@ -143,6 +146,18 @@ def test_a_record_that_fails_its_batch_each_time_is_found_and_skipped_alone(stac
     assert "Traceback" not in worker.output()
     worker.signal(signal.SIGTERM)
     assert worker.wait(SIGTERM_GRACE) == 0
+
+
+def test_a_task_error_names_a_record_to_search_for_but_a_missing_class_does_not(spark):
+    """A class missing from the slug fails every batch that meets it: a bug of
+    the build, for which skipping records one by one would lose them all."""
+    def cause(method, argument):
+        with pytest.raises(Py4JJavaError) as failure:
+            spark.sql(f"SELECT reflect({method}, concat({argument}, id)) FROM range(1)").collect()
+        return failing_record_cause(failure.value)
+
+    assert cause("'java.lang.Integer', 'parseInt'", "'x'") == "java.lang.NumberFormatException"
+    assert cause("'java.lang.Class', 'forName'", "'com.example.Missing'") is None
 
 
 def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):
