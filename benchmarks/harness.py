@@ -89,8 +89,8 @@ def report(name, **numbers):
         for key, value in numbers.items()), flush=True)
 
 
-def local_stack():
-    return LocalStack(database_url=os.environ.get("DATABASE_URL"))
+def local_stack(**options):
+    return LocalStack(database_url=os.environ.get("DATABASE_URL"), **options)
 
 
 def spark_preload(stack, topic, build_records, count):

@@ -84,9 +84,10 @@ def wait_until(condition, timeout, what):
 class KafkaBroker:
     """A single-node KRaft broker (combined broker and controller)."""
 
-    def __init__(self, folder, heroku_like=False):
+    def __init__(self, folder, heroku_like=False, group_join_delay_ms=0):
         self.folder = Path(folder)
         self.heroku_like = heroku_like
+        self.group_join_delay_ms = group_join_delay_ms
         self.port = free_port()
         self.admin_port = free_port() if heroku_like else self.port
         self.controller_port = free_port()
@@ -135,7 +136,9 @@ class KafkaBroker:
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "1",
-            "group.initial.rebalance.delay.ms": "0",
+            # How long the broker holds a new (or emptied) group's first join:
+            # Kafka's default is 3,000 ms; the tests start hundreds of groups.
+            "group.initial.rebalance.delay.ms": str(self.group_join_delay_ms),
         }
         if self.heroku_like:
             properties.update(self._heroku_like_properties())
@@ -295,9 +298,10 @@ class LocalStack:
     `DATABASE_URL`, when set, is used instead of starting Postgres.
     """
 
-    def __init__(self, folder=None, database_url=None, heroku_like=False):
+    def __init__(self, folder=None, database_url=None, heroku_like=False, group_join_delay_ms=0):
         self.folder = Path(folder or tempfile.mkdtemp(prefix="local-stack-"))
-        self.broker = KafkaBroker(self.folder / "kafka", heroku_like=heroku_like)
+        self.broker = KafkaBroker(self.folder / "kafka", heroku_like=heroku_like,
+                                  group_join_delay_ms=group_join_delay_ms)
         self.postgres = None if database_url else Postgres(self.folder / "postgres")
         self.database_url = database_url
         self.startup_seconds = None
