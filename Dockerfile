@@ -11,7 +11,8 @@ RUN python3.11 -m venv /venv && /venv/bin/pip install --no-cache-dir -r requirem
 ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1
 COPY bin bin
 COPY jvm jvm
-RUN bin/post_compile
 COPY shared shared
 COPY services services
+# After the code: the class-data archive is made by running the topologies.
+RUN bin/post_compile
 CMD ["python", "-m", "shared.migrations"]

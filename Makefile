@@ -5,7 +5,7 @@
 #              Spark), on the slug's pruned Spark
 # make test-fast  lint and the tests that start no broker, Postgres or Spark (seconds)
 # make run     the local stack (Kafka + Postgres) and the workers
-# make bench   the benchmarks, reported as numbers
+# make bench   the benchmarks on the slug's Spark, reported as numbers
 # Every target does its own setup first.
 
 PYTHON ?= python3
@@ -46,7 +46,7 @@ slug: $(SLUG)/.built
 
 $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connector.lock \
 		jvm/unused-spark-jars.txt jvm/java-modules.txt bin/build-slug bin/post_compile bin/prune-spark \
-		bin/fetch-connector-jars bin/link-java-runtime
+		bin/fetch-connector-jars bin/link-java-runtime bin/spark-class-archive shared/spark.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHON=$(PY) bin/build-slug $(SLUG)
 	touch $@
 
@@ -56,9 +56,9 @@ $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connec
 # deadlines): 3 processes, each with its own broker and Postgres: 20 to 26 min
 # where one took 28 (2 cores).
 TEST_PROCESSES ?= 3
+ON_SLUG := SPARK_HOME=$(SLUG_SPARK) JAVA_HOME=$(CURDIR)/$(SLUG)/.jdk
 test: lint slug
-	SPARK_HOME=$(SLUG_SPARK) JAVA_HOME=$(CURDIR)/$(SLUG)/.jdk \
-	  $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
+	$(ON_SLUG) $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: lint
 	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
@@ -71,8 +71,9 @@ lint: setup
 run: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m devstack.local_stack -- honcho -f Procfile.local start
 
-bench: setup
-	$(PY) -m benchmarks
+# On the slug's Spark and Java runtime, with its class-data archive, as a dyno runs.
+bench: setup slug
+	$(ON_SLUG) $(PY) -m benchmarks
 
 clean:
 	rm -rf $(VENV) jars build

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
@@ -16,6 +17,9 @@ from shared.config import MIN_SPARK_MEMORY_MB, KafkaConfig, SparkConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CONNECTOR_JARS = ROOT / "jars" / "spark-connector"
+# The classes a worker's JVM loads, verified and linked ahead of time, which
+# it maps at start (bin/spark-class-archive writes it in the slug's build).
+CLASS_ARCHIVE = "worker-classes.jsa"
 
 # Spark redacts the values of matching option names from plans and logs; the
 # PEM options of the Kafka client and the executors' PEM variables (on a
@@ -70,20 +74,44 @@ def session(app_name: str, kafka: KafkaConfig | None = None,
     return spark
 
 
+def spark_home() -> Path:
+    """Where Spark's jars are: SPARK_HOME, else the installed pyspark (as its launcher finds them)."""
+    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+
+
+def class_archive() -> Path:
+    """The workers' class-data archive, beside the jars it was made from."""
+    return spark_home() / CLASS_ARCHIVE
+
+
+def driver_class_path(connector_jars: list[str]) -> list[str]:
+    """Spark's jars and the connector's, named one by one in one order: a
+    class-data archive holds only for the class path it was made with, and
+    the launcher's `jars/*` is expanded in the order the file system lists
+    them. The connector's are named from the app's root, the worker's
+    working folder, as the slug's build and its dynos both see them (in
+    /tmp/build_... and /app on Heroku)."""
+    return [*sorted(str(jar) for jar in (spark_home() / "jars").glob("*.jar")),
+            *(os.path.relpath(jar) for jar in connector_jars)]
+
+
 def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
     """Every worker's Spark configuration, on a dyno or a cluster."""
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")
     english = "-Duser.language=en -Duser.country=US"  # locale-independent lower-casing
+    archive = class_archive()
     return {
         "spark.app.name": app_name,
         "spark.master": config.master,
         "spark.driver.memory": driver_memory(config.driver_memory),
+        "spark.driver.extraClassPath": ":".join(driver_class_path(jars)),
         "spark.driver.extraJavaOptions": " ".join([
             english,
             f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
             "-XX:+UseSerialGC",
+            *([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []),
         ]),
         "spark.executor.extraJavaOptions": english,  # on a cluster
         "spark.jars": ",".join(jars),  # a cluster's executors fetch them from the driver
@@ -132,14 +160,15 @@ def cluster_secrets(config: SparkConfig, kafka: KafkaConfig | None) -> dict[str,
     return secrets
 
 
-def kafka_stream(spark: SparkSession, kafka: KafkaConfig, topic: str, app: str,
-                 starting_offsets: dict[int, int], batch_records: int, read_headers: bool) -> DataFrame:
+def kafka_stream(spark: SparkSession, kafka: KafkaConfig, topic: str, app: str, starting_offsets: dict[int, int],
+                 batch_records: int, read_headers: bool, options: dict[str, str] | None = None) -> DataFrame:
     """A streaming DataFrame over some partitions of `<prefix><topic>`, read as
     group `<prefix><app>-app`.
 
     `starting_offsets` maps each partition to read to its next offset (-2:
     earliest, -1: latest). Spark uses the group id only to name its consumers;
-    the group's membership and commits are the worker lifecycle's.
+    the group's membership and commits are the worker lifecycle's. `options`
+    add to these, or replace them.
     """
     return (
         spark.readStream.format("kafka")
@@ -156,6 +185,7 @@ def kafka_stream(spark: SparkSession, kafka: KafkaConfig, topic: str, app: str,
         # the broker for this long (500 ms by default), and the next batch's
         # read waits behind it: measured, a small batch went from 0.7 to 0.4 s.
         .option("kafka.fetch.max.wait.ms", "5")
+        .options(**(options or {}))
         .load()
     )
 
@@ -177,5 +207,5 @@ def kafka_sink(frame, kafka, topic, checkpoint):
         .options(**PRODUCER_BATCHING)
         .option("topic", kafka.topic(topic))
         .option("checkpointLocation", checkpoint)
-        .start()
+                .start()
     )

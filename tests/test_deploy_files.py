@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from devstack.local_stack import ROOT
-from shared.config import TOPICS
+from shared import spark
+from shared.config import TOPICS, SparkConfig
 
 WORKERS = {"text_processor_worker", "aggregator_worker", "anomaly_detector_worker"}
 CONTRACT_VARIABLES = {
@@ -161,24 +162,55 @@ def test_the_runtime_needs_no_dev_tool_and_no_test_module_imports_another():
         assert imports(path, r"tests\.test_\w+") == [], path
 
 
-def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
-    """`make test` builds the slug first (bin/build-slug) and points SPARK_HOME
-    at its pruned pyspark, so every Spark of the test run, end to end
-    included, ran without the jars bin/prune-spark removed."""
+def the_slug():
+    """The slug `make test` built (bin/build-slug), whose pyspark SPARK_HOME names."""
     spark_home = Path(os.environ.get("SPARK_HOME") or "/nonexistent")
     slug = next((folder for folder in spark_home.parents if (folder / ".heroku").is_dir()), None)
     if slug is None:
         pytest.skip("SPARK_HOME is not the slug's pyspark: run through `make test`")
+    return slug, spark_home
+
+
+def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
+    """`make test` builds the slug first (bin/build-slug) and points SPARK_HOME
+    at its pruned pyspark, so every Spark of the test run, end to end
+    included, ran without the jars bin/prune-spark removed."""
+    slug, spark_home = the_slug()
     jars = {jar.name for jar in (spark_home / "jars").glob("*.jar")}
     assert not [jar for jar in jars if jar.startswith(("rocksdbjni", "hive-", "spark-mllib",
                                                        "spark-connect", "kubernetes-", "jersey-server"))]
     assert not (spark_home / "pandas").exists() and (spark_home / "sql").is_dir()
     assert any(jar.startswith("spark-sql_") for jar in jars)
     size = dict(pair.split("=") for pair in slug.with_suffix(".size").read_text().split())
-    assert int(size["slug_compressed_mb"]) < 330  # 316 on 2026-11-24: a new dependency shows here
+    # 357 on 2026-11-24, 41 of them the class-data archive: a new dependency shows here
+    assert int(size["slug_compressed_mb"]) < 370
     assert (slug / "shared" / "worker.py").is_file() and (slug / "services").is_dir()
     assert not [name for name in ("tests", "benchmarks", "devstack") if (slug / name).exists()]
     assert os.environ.get("JAVA_HOME") == str(slug / ".jdk"), "Spark runs on the slug's Java runtime"
     modules = (slug / ".jdk" / "release").read_text()
     assert "java.base" in modules and "jdk.compiler" not in modules, "a runtime linked from the JDK"
     assert (slug / ".jdk" / "bin" / "java").is_file() and not (slug / ".jdk" / "jmods").exists()
+
+
+def java_maps_the_class_archive(class_path):
+    """Whether the slug's Java maps the workers' class-data archive with this
+    class path (-Xshare:on: a JVM that cannot, fails instead of loading the
+    classes one by one, as a worker's JVM silently would)."""
+    archive = spark.class_archive()
+    command = [str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"), "-Xshare:on", f"-XX:SharedArchiveFile={archive}",
+               "-XX:+UseSerialGC", "-cp", class_path, "-version"]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True).returncode == 0
+
+
+def test_the_slug_has_the_workers_class_archive_and_a_workers_jvm_maps_it():
+    """bin/post_compile wrote the archive on the slug's Java and jars; a
+    worker's JVM (shared.spark's options) maps it. The class path is named
+    jar by jar because the archive holds only for its order: the launcher's
+    `jars/*` would follow the order a dyno's file system lists them in."""
+    slug, spark_home = the_slug()
+    assert spark.class_archive() == spark_home / spark.CLASS_ARCHIVE and spark.class_archive().is_file()
+    options = spark.spark_options("test", SparkConfig())
+    assert f"-XX:SharedArchiveFile={spark.class_archive()}" in options["spark.driver.extraJavaOptions"]
+    class_path = options["spark.driver.extraClassPath"].split(":")
+    assert java_maps_the_class_archive(":".join(class_path))
+    assert not java_maps_the_class_archive(":".join(reversed(class_path)))
