@@ -171,7 +171,7 @@ def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):
 def test_offsets_reported_on_the_listeners_thread_are_committed_by_the_polling_thread(stack, prefix):
     member = GroupMember(load(stack.environment(prefix)).kafka, "handover", "textlines", threading.Event())
     try:
-        assert member.wait_for_partitions(threading.Event()) == (0, 1)
+        assert partitions_within(member, 60) == (0, 1)
         member.start(lambda: SimpleNamespace(runId="run-1", isActive=False))
         listener = threading.Thread(target=member.commit, args=(progress(prefix, "run-1", {0: 5, 1: 7}),))
         listener.start()
@@ -189,7 +189,7 @@ def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack,
     skipped record may report after the skip was committed."""
     member = GroupMember(load(stack.environment(prefix)).kafka, "late", "textlines", threading.Event())
     try:
-        assert member.wait_for_partitions(threading.Event()) == (0, 1)
+        assert partitions_within(member, 60) == (0, 1)
         query = member.start(lambda: SimpleNamespace(runId="run-1", isActive=False))
         member.forget(query)
         member.commit_now({0: 51})
@@ -200,6 +200,18 @@ def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack,
         assert member.committed() == {0: 51}
     finally:
         member.close()
+
+
+def partitions_within(member, seconds):
+    """The member's partitions, or None once `seconds` passed without any (a
+    test that waits, never one that hangs the suite)."""
+    give_up = threading.Event()
+    timer = threading.Timer(seconds, give_up.set)
+    timer.start()
+    try:
+        return member.wait_for_partitions(give_up)
+    finally:
+        timer.cancel()
 
 
 def progress(prefix, run_id, offsets):
