@@ -207,5 +207,5 @@ def kafka_sink(frame, kafka, topic, checkpoint):
         .options(**PRODUCER_BATCHING)
         .option("topic", kafka.topic(topic))
         .option("checkpointLocation", checkpoint)
-                .start()
+        .start()
     )

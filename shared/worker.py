@@ -228,7 +228,7 @@ def start(config, app, topic, transactional, stop_requested):
     its progress in Postgres, that progress with the schema migrated (no
     member nor progress when a stop came first). The group join (a broker
     holds a new group's first join 3 s) and the migration go on while Spark's
-    JVM starts (5 to 6 s on 2 cores)."""
+    JVM starts (3 to 6 s on 2 cores)."""
     spark_started = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool:
         joined = pool.submit(join_group, config, app, topic, transactional, stop_requested, spark_started)
