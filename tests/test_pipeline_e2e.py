@@ -127,15 +127,15 @@ def test_text_processor_copies_joining_and_leaving_in_a_broker_outage_count_ever
     wait_inside_a_batch(stack, prefix)
     second = workers.start("services.text_processor", **small_batches)  # joins: a rebalance
     wait_until(lambda: second.log_lines("batch"), 240, "the second copy's first batch")
-    # 10,000 lines per partition, 1,000 a batch: more than the first copy
-    # can finish between this send and its stop.
-    send(stack, prefix, lines[3 * BATCH_LINES:])
     # The first copy leaves while the second is frozen (a long pause): the
     # group then waits for the second to rejoin, and the broker dies in that
     # rebalance. The second wakes into the outage (as long as the broker takes
     # to start again), and takes both partitions over once the broker is back.
     second.signal(signal.SIGSTOP)
     try:
+        # Sent while the second is frozen: its partition's 10,000 new lines
+        # are still there to hand over, however fast the copies ran so far.
+        send(stack, prefix, lines[3 * BATCH_LINES:])
         first.signal(signal.SIGTERM)
         assert first.wait(30) == 0
         assert group_state(stack, prefix + "text-processor-app") == "PreparingRebalance"
