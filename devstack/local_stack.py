@@ -36,11 +36,13 @@ from urllib.parse import urlsplit
 
 from kafka.admin import (
     ACL,
+    ACLFilter,
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
     KafkaAdminClient,
     ResourcePattern,
+    ResourcePatternFilter,
     ResourceType,
 )
 from kafka.errors import KafkaError, TopicAlreadyExistsError
@@ -219,11 +221,17 @@ class KafkaBroker:
             except TopicAlreadyExistsError:
                 pass
             if self.heroku_like and prefix:
-                admin.create_acls([
-                    ACL(CLIENT_PRINCIPAL, "*", operation, ACLPermissionType.ALLOW,
-                        ResourcePattern(resource_type, prefix, ACLResourcePatternType.PREFIXED))
-                    for resource_type, operations in HEROKU_ACLS.items()
-                    for operation in operations])
+                acls = [ACL(CLIENT_PRINCIPAL, "*", operation, ACLPermissionType.ALLOW,
+                            ResourcePattern(resource_type, prefix, ACLResourcePatternType.PREFIXED))
+                        for resource_type, operations in HEROKU_ACLS.items()
+                        for operation in operations]
+                admin.create_acls(acls)
+                # The controller answers once it committed them; the broker's
+                # authorizer applies them a moment later (a group request in
+                # between was denied, once in a full run).
+                granted = ACLFilter(CLIENT_PRINCIPAL, "*", ACLOperation.ANY, ACLPermissionType.ALLOW,
+                                    ResourcePatternFilter(ResourceType.ANY, prefix, ACLResourcePatternType.PREFIXED))
+                wait_until(lambda: len(admin.describe_acls(granted)[0]) >= len(acls), 30, f"the ACLs of {prefix}")
 
     def stop(self):
         terminate(self.process)
