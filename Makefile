@@ -46,7 +46,8 @@ slug: $(SLUG)/.built
 
 $(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connector.lock \
 		jvm/unused-spark-jars.txt jvm/java-modules.txt bin/build-slug bin/post_compile bin/prune-spark \
-		bin/fetch-connector-jars bin/link-java-runtime bin/spark-class-archive shared/spark.py
+		bin/fetch-connector-jars bin/link-java-runtime bin/spark-class-archive shared/spark.py shared/warm_up.py \
+		$(wildcard services/*/__main__.py services/*/topology.py)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHON=$(PY) bin/build-slug $(SLUG)
 	touch $@
 

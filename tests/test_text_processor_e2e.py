@@ -71,3 +71,21 @@ def test_a_timestamp_spark_cannot_convert_skips_that_line_alone_even_across_a_st
     assert [(s["partition"], s["offset"]) for s in skipped] == [("0", "10000")]
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
+
+
+def test_a_stop_while_spark_warms_up_waits_for_it_and_exits_cleanly(stack, prefix, workers):
+    produce(stack, prefix + "textlines", ["the quick brown fox"] * 100)
+    first = workers.start("services.text_processor")
+    wait_until(lambda: first.log_lines("start"), 180, "Spark started")  # the warm-up begins with it
+    first.signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+    output = first.output()
+    # Landed inside the warm-up: asked for before it ended, and Spark stopped after it.
+    assert output.index("event=stop_requested") < output.index("event=warmed_up") < output.index("event=stopped")
+    assert_no_stack_trace(output)
+
+    second = workers.start("services.text_processor")
+    wait_until(lambda: all_processed(stack, prefix), 180, "every line processed")
+    assert Counter(r.value for r in read_all(stack, prefix + "words", 400)) == {
+        b"the": 100, b"quick": 100, b"brown": 100, b"fox": 100}
+    assert second.log_lines("warmed_up")

@@ -1,12 +1,15 @@
 """aggregator_worker: words -> windowed_counts, exactly once. See topology.py."""
 
+from pyspark.sql import functions as F
 from sqlalchemy import text
 
 from services.aggregator.topology import copy_text, grouped, run_thresholds, summary
 from shared import worker
+from shared.events import PLACE_HEADER, place_value
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
 from shared.retention import WINDOW_TOTALS, WINDOWED_COUNTS, Retention
+from shared.warm_up import kafka_records
 
 BATCH_RECORDS = 2_000_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
 
@@ -126,6 +129,16 @@ def setup(context):
               context.config.retention_hours, context.stop_requested).start()
 
 
+def warm_up(spark, config):
+    place = place_value(F.col("partition"), F.col("offset"), F.lit(0), F.lit(0),
+                        event_millis=F.unix_millis("timestamp"))
+    header = F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))
+    groups = grouped(kafka_records(spark, ["fox", "jumps"], F.array(header)), config.window_seconds, {}).persist()
+    summary(groups).first()
+    copy_text(groups, 1, 0).collect()
+    groups.unpersist()
+
+
 if __name__ == "__main__":
     worker.run("aggregator", "words", start_query, batch_records=BATCH_RECORDS, read_headers=True,
-               transactional=True, setup=setup)
+               transactional=True, setup=setup, warm_up=warm_up)

@@ -8,6 +8,7 @@ from shared import worker
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
 from shared.retention import ALERT_OUTBOX, Retention
+from shared.warm_up import kafka_records
 
 BATCH_RECORDS = 500_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
 # A batch's (user, window) counts reach Python this much at a time, as
@@ -51,7 +52,15 @@ class AnomalyDetector:
         return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
 
+def warm_up(spark, config):
+    lines = kafka_records(spark, ["user_id: alice | action: login failed", "bob | action: login"])
+    counts = failed_logins(lines, config.window_seconds).persist()
+    summary(counts).first()
+    counts_part(counts, 1, 0).collect()
+    counts.unpersist()
+
+
 if __name__ == "__main__":
     detector = AnomalyDetector()
     worker.run("anomaly-detector", "loglines", detector.start_query, batch_records=BATCH_RECORDS,
-               transactional=True, setup=detector.setup)
+               transactional=True, setup=detector.setup, warm_up=warm_up)

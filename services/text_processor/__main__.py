@@ -5,6 +5,7 @@ import secrets
 from services.text_processor.topology import words
 from shared import worker
 from shared.spark import kafka_sink
+from shared.warm_up import kafka_records
 
 BATCH_RECORDS = 100_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
 
@@ -17,5 +18,9 @@ def start_query(context, source, checkpoint):
                       checkpoint)
 
 
+def warm_up(spark, config):
+    words(kafka_records(spark, ["The quick brown fox", "jumps over"]), run=0).collect()
+
+
 if __name__ == "__main__":
-    worker.run("text-processor", "textlines", start_query, batch_records=BATCH_RECORDS)
+    worker.run("text-processor", "textlines", start_query, batch_records=BATCH_RECORDS, warm_up=warm_up)
