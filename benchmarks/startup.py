@@ -1,6 +1,7 @@
 """Each worker's start-up: seconds from its process start to its first
 micro-batch stored (offsets committed to its group, or stored in Postgres),
-with a small backlog already waiting. One worker at a time, on the 2 cores.
+with a small backlog already waiting. One worker at a time, on the 2 cores;
+then the three at once, as `make run` starts them.
 
 The phases, from the worker's log: `jvm_s` until the `event=start` line
 (Spark's JVM up, the group joined meanwhile and, for Postgres workers, the
@@ -30,35 +31,60 @@ def main():
     # default: a deploy or a restart of every dyno starts from an empty group.
     with local_stack(group_join_delay_ms=3000) as stack, tempfile.TemporaryDirectory() as folder:
         engine = migrated_engine(stack)
-        for module, (topic, record, in_postgres) in WORKERS.items():
-            app = module.rsplit(".", 1)[-1].replace("_", "-")
-            runs = [start_once(stack, engine, folder, module, app, topic, record, in_postgres,
-                               prefix=f"startup-{app}-{run}.")  # topics of its own: nothing else waiting
-                    for run in range(RUNS)]
-            report("startup", worker=module.rsplit(".", 1)[-1], runs=RUNS,
+        for module in WORKERS:
+            runs = [start_together(stack, engine, folder, [module], prefix=f"startup-{name(module)}-{run}.")[module]
+                    for run in range(RUNS)]  # topics of its own: nothing else waiting
+            report("startup", worker=name(module), runs=RUNS,
                    **{f"{phase}_median": statistics.median(run[phase] for run in runs) for phase in runs[0]},
                    first_batch_s_max=max(run["first_batch_s"] for run in runs))
+        # As `make run` starts them: three JVMs on the 2 cores at once.
+        runs = [start_together(stack, engine, folder, list(WORKERS), prefix=f"startup-all-{run}.")
+                for run in range(RUNS)]
+        report("startup_three_at_once", runs=RUNS, **{
+            f"{name(module)}_{phase}_median": statistics.median(run[module][phase] for run in runs)
+            for module in WORKERS for phase in runs[0][module]})
 
 
-def start_once(stack, engine, folder, module, app, topic, record, in_postgres, prefix):
-    """One cold start on fresh topics: the seconds to each phase."""
+def name(module):
+    return module.rsplit(".", 1)[-1]
+
+
+def start_together(stack, engine, folder, modules, prefix):
+    """Cold starts of `modules` at once on fresh topics: each one's seconds to each phase."""
     stack.broker.create_topics(prefix, partitions=2)
-    produce(stack, prefix + topic, [record] * RECORDS)
-    group = f"{prefix}{app}-app"
+    for module in modules:
+        topic, record, _ = WORKERS[module]
+        produce(stack, prefix + topic, [record] * RECORDS)
+    began = time.monotonic()
+    workers = {module: MeasuredWorker(module, stack.environment(prefix), f"{folder}/{prefix}{name(module)}.log")
+               for module in modules}
+    pending = {(module, phase): done for module in modules
+               for phase, done in phase_checks(stack, engine, prefix, module, workers[module])}
+    phases: dict[str, dict[str, float]] = {module: {} for module in modules}
+
+    def all_seen():
+        for (module, phase), done in list(pending.items()):
+            if workers[module].process.poll() is not None:
+                raise RuntimeError(f"{module} exited before {phase}: {workers[module].output()[-2000:]}")
+            if done():
+                phases[module][phase] = time.monotonic() - began
+                del pending[module, phase]
+        return not pending
+    wait_until(all_seen, 300, "the first batches")
+    for worker in workers.values():
+        worker.stop()
+    return phases
+
+
+def phase_checks(stack, engine, prefix, module, worker):
+    """Each phase's name, and whether `worker` has reached it."""
+    topic, _, in_postgres = WORKERS[module]
+    group = f"{prefix}{name(module).replace('_', '-')}-app"
 
     def stored():
         if in_postgres:
             return stored_offsets(engine, group) >= RECORDS
         return committed_offsets(stack, group, prefix + topic) == end_offsets(stack, prefix + topic)
-    began = time.monotonic()
-    worker = MeasuredWorker(module, stack.environment(prefix), f"{folder}/{prefix}{app}.log")
-    phases = {}
-    for phase, done in (("jvm_s", lambda: worker.log_lines("start")),
-                        ("assigned_s", lambda: worker.log_lines("partitions_assigned")),
-                        ("first_batch_s", stored)):
-        wait_until(lambda: done() or worker.process.poll() is not None, 300, phase)
-        if worker.process.poll() is not None:
-            raise RuntimeError(f"{module} exited before {phase}: {worker.output()[-2000:]}")
-        phases[phase] = time.monotonic() - began
-    worker.stop()
-    return phases
+    return [("jvm_s", lambda: worker.log_lines("start")),
+            ("assigned_s", lambda: worker.log_lines("partitions_assigned")),
+            ("first_batch_s", stored)]
