@@ -5,9 +5,9 @@ streaming query on a Kafka source; `run` does the rest:
 
 * builds a SparkSession sized for the dyno (shared.spark) and meanwhile
   joins the consumer group `<prefix><name>-app`, which gives this copy its
-  share of the topic's partitions (shared.group_member); then warms Spark
-  up on a thread of its own (shared.warm_up) while the group answers and
-  the first query starts;
+  share of the topic's partitions (shared.group_member); if the group has
+  not answered once Spark is up, warms Spark up on a thread of its own
+  (shared.warm_up) while it waits;
 * starts the query on those partitions from the offsets stored outside the
   dyno (the group's committed offsets by default; Postgres for the services
   that keep their progress there), on a fresh local checkpoint: a dyno's disk

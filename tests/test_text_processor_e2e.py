@@ -95,7 +95,7 @@ def test_a_stop_while_spark_warms_up_waits_for_it_and_exits_cleanly(stack, prefi
     assert output.index("event=stop_requested") < output.index("event=warmed_up") < output.index("event=stopped")
     assert_no_stack_trace(output)
 
-    second = workers.start("services.text_processor")
+    workers.start("services.text_processor")
     wait_until(lambda: all_processed(stack, prefix), 180, "every line processed")
     assert Counter(r.value for r in read_all(stack, prefix + "words", 400)) == {
         b"the": 100, b"quick": 100, b"brown": 100, b"fox": 100}
