@@ -189,11 +189,11 @@ class Setup(Protocol):
 
 class WarmUp(Protocol):
     def __call__(self, spark: SparkSession, config: config_module.Config) -> None:
-        """Once per process, on a thread of its own as soon as Spark has
-        started (on a local master): run the service's topology on made-up
-        records (shared.warm_up). The first query shares what that warms
-        (classes initialized and generated, code compiled) and waits for
-        none of it."""
+        """Once per process, on a thread of its own, when Spark has started
+        on a local master before the group has answered: run the service's
+        topology on made-up records (shared.warm_up). The first query shares
+        what that warms (classes initialized and generated, code compiled)
+        and waits for none of it."""
 
 
 def run(app: str, topic: str, start_query: StartQuery, *, batch_records: int, read_headers: bool = False,
@@ -243,8 +243,8 @@ def start(config, app, topic, transactional, stop_requested, warm_up=None):
     member nor progress when a stop came first), and the thread that warms
     Spark up, if any. The group join (a broker holds a new group's first join
     3 s) and the migration go on while Spark's JVM starts (2 to 3 s on 2
-    cores, with the slug's class-data archive), the warm-up while the group
-    answers and the first query starts."""
+    cores, with the slug's class-data archive); the warm-up, while the group
+    has still not answered."""
     spark_started = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool:
         joined = pool.submit(join_group, config, app, topic, transactional, stop_requested, spark_started)
@@ -262,7 +262,8 @@ def start(config, app, topic, transactional, stop_requested, warm_up=None):
         # 0.6 s. Not on a cluster: a job waiting there for executors would
         # hold the stop.
         if warm_up and not joined.done() and not config.spark.on_cluster:
-            warming = threading.Thread(target=warm, args=(warm_up, spark, config), name="warm-up", daemon=True)
+            warming = threading.Thread(target=timed_warm_up, args=(warm_up, spark, config), name="warm-up",
+                                       daemon=True)
             warming.start()
         try:
             return spark, *joined.result(), warming
@@ -270,7 +271,7 @@ def start(config, app, topic, transactional, stop_requested, warm_up=None):
             return spark, None, None, warming
 
 
-def warm(warm_up, spark, config):
+def timed_warm_up(warm_up, spark, config):
     began = time.monotonic()
     warm_up(spark, config)
     log("warmed_up", seconds=round(time.monotonic() - began, 1))

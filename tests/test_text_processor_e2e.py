@@ -83,7 +83,7 @@ def test_a_stop_while_spark_warms_up_waits_for_it_and_exits_cleanly(stack, prefi
                            group_id=prefix + "text-processor-app", enable_auto_commit=False,
                            max_poll_interval_ms=60_000)
     try:
-        wait_until(lambda: holder.poll(100) is not None and holder.assignment(), 60, "the holder's partitions")
+        wait_until(lambda: holds_partitions(holder), 60, "the holder's partitions")
         first = workers.start("services.text_processor")
         wait_until(lambda: first.log_lines("start"), 180, "Spark started")  # the warm-up begins with it
         first.signal(signal.SIGTERM)
@@ -99,3 +99,8 @@ def test_a_stop_while_spark_warms_up_waits_for_it_and_exits_cleanly(stack, prefi
     wait_until(lambda: all_processed(stack, prefix), 180, "every line processed")
     assert Counter(r.value for r in read_all(stack, prefix + "words", 400)) == {
         b"the": 100, b"quick": 100, b"brown": 100, b"fox": 100}
+
+
+def holds_partitions(consumer):
+    consumer.poll(100)  # joins the group
+    return consumer.assignment()
