@@ -44,7 +44,7 @@ jars/kafka-broker/.fetched: jvm/kafka-broker/pom.xml jvm/settings.xml
 
 slug: $(SLUG)/.built
 
-$(SLUG)/.built: $(VENV)/.installed requirements.txt .slugignore jvm/spark-connector.lock \
+$(SLUG)/.built: $(VENV)/.installed requirements.txt system.properties .slugignore jvm/spark-connector.lock \
 		jvm/unused-spark-jars.txt jvm/java-modules.txt bin/build-slug bin/post_compile bin/prune-spark \
 		bin/fetch-connector-jars bin/link-java-runtime bin/spark-class-archive shared/spark.py shared/warm_up.py \
 		$(wildcard services/*/__main__.py services/*/topology.py)

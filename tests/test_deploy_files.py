@@ -188,8 +188,10 @@ def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
     assert (slug / "shared" / "worker.py").is_file() and (slug / "services").is_dir()
     assert not [name for name in ("tests", "benchmarks", "devstack") if (slug / name).exists()]
     assert os.environ.get("JAVA_HOME") == str(slug / ".jdk"), "Spark runs on the slug's Java runtime"
-    modules = (slug / ".jdk" / "release").read_text()
-    assert "java.base" in modules and "jdk.compiler" not in modules, "a runtime linked from the JDK"
+    release = (slug / ".jdk" / "release").read_text()
+    assert "java.base" in release and "jdk.compiler" not in release, "a runtime linked from the JDK"
+    java = (ROOT / "system.properties").read_text().strip().removeprefix("java.runtime.version=")
+    assert f'JAVA_VERSION="{java}.' in release, "the Java that system.properties names"
     assert (slug / ".jdk" / "bin" / "java").is_file() and not (slug / ".jdk" / "jmods").exists()
 
 
