@@ -195,6 +195,20 @@ def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
     assert (slug / ".jdk" / "bin" / "java").is_file() and not (slug / ".jdk" / "jmods").exists()
 
 
+def test_link_java_runtime_goes_on_with_what_it_cannot_link(tmp_path):
+    """The Docker image has no .jdk (its own Java runs the workers), and a
+    runtime already linked has no jlink: bin/post_compile goes on with either."""
+    link = str(ROOT / "bin" / "link-java-runtime")
+    missing = subprocess.run([link, str(tmp_path / ".jdk")], capture_output=True, text=True)
+    assert missing.returncode == 0 and "no " in missing.stdout and not (tmp_path / ".jdk").exists()
+    linked = tmp_path / "linked"
+    (linked / "bin").mkdir(parents=True)
+    (linked / "release").write_text('JAVA_VERSION="17.0.15"\n')
+    kept = subprocess.run([link, str(linked)], capture_output=True, text=True)
+    assert kept.returncode == 0 and "kept as it is" in kept.stdout
+    assert (linked / "release").is_file() and not (tmp_path / "linked.linked").exists()
+
+
 def java_maps_the_class_archive(class_path):
     """Whether the slug's Java maps the workers' class-data archive with this
     class path (-Xshare:on: a JVM that cannot, fails instead of loading the
