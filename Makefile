@@ -3,7 +3,7 @@
 # make slug    a slug-like folder built as Heroku's buildpacks would; prints its size
 # make test    lint, then the whole test suite (real Kafka, Postgres and
 #              Spark), on the slug's pruned Spark
-# make test-fast  lint and the tests that start no broker, Postgres or Spark (seconds)
+# make test-fast  lint and tests/unit: no broker, Postgres or Spark (seconds)
 # make run     the local stack (Kafka + Postgres) and the workers
 # make bench   the benchmarks on the slug's Spark, reported as numbers
 # Every target does its own setup first.
@@ -47,7 +47,7 @@ slug: $(SLUG)/.built
 $(SLUG)/.built: $(VENV)/.installed requirements.txt system.properties .slugignore jvm/spark-connector.lock \
 		jvm/unused-spark-jars.txt jvm/java-modules.txt bin/build-slug bin/post_compile bin/prune-spark \
 		bin/fetch-connector-jars bin/link-java-runtime bin/spark-class-archive shared/spark.py shared/warm_up.py \
-		$(wildcard services/*/__main__.py services/*/topology.py)
+		services/workers.py $(wildcard services/*/worker.py services/*/topology.py)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHON=$(PY) bin/build-slug $(SLUG)
 	touch $@
 
@@ -62,7 +62,7 @@ test: lint slug
 	$(ON_SLUG) $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: lint
-	$(PY) -m pytest -m "not services" $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # ruff and mypy as pyproject.toml configures them.
 lint: setup

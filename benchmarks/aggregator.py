@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from sqlalchemy import text
 
 from benchmarks.harness import drain_into_postgres, local_stack, percentile, report, spark_preload
+from services.aggregator.worker import AGGREGATOR
 from shared.events import place_value
 
 PREFIX = "bench."
@@ -48,7 +49,7 @@ def main():
         stack.broker.create_topics(PREFIX, partitions=2)
         topic = PREFIX + "words"
         preload_s = spark_preload(stack, topic, realistic_words, count)
-        engine, worker, drained = drain_into_postgres(stack, "services.aggregator", count, folder, PREFIX)
+        engine, worker, drained = drain_into_postgres(stack, AGGREGATOR.module, count, folder, PREFIX)
         report("aggregator_drain", words=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], words_per_s=drained["per_s"],
                words_per_s_after_first=drained["after_first_per_s"],

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from benchmarks.harness import drain_into_postgres, local_stack, percentile, report, spark_preload
 from devstack.local_stack import wait_until
+from services.anomaly_detector.worker import ANOMALY_DETECTOR
 
 PREFIX = "bench."
 PROBES = 100
@@ -40,7 +41,7 @@ def main():
     with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
         stack.broker.create_topics(PREFIX, partitions=2)
         preload_s = spark_preload(stack, PREFIX + "loglines", log_lines, count)
-        engine, worker, drained = drain_into_postgres(stack, "services.anomaly_detector", count, folder, PREFIX)
+        engine, worker, drained = drain_into_postgres(stack, ANOMALY_DETECTOR.module, count, folder, PREFIX)
         report("anomaly_drain", lines=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], lines_per_s=drained["per_s"],
                lines_per_s_after_first=drained["after_first_per_s"],

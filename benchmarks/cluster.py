@@ -18,6 +18,8 @@ from benchmarks.harness import drain_into_postgres, local_stack, report, spark_p
 from devstack.kafka_io import committed_offsets, end_offsets
 from devstack.processes import MeasuredWorker
 from devstack.spark_cluster import SparkCluster
+from services.aggregator.worker import AGGREGATOR
+from services.text_processor.worker import TEXT_PROCESSOR
 
 
 def main():
@@ -30,7 +32,7 @@ def main():
                 stack.broker.create_topics(prefix, partitions=2)
                 drain_lines(stack, prefix, lines, folder, where, env)
                 words = sum(end_offsets(stack, prefix + "words").values())
-                engine, worker, drained = drain_into_postgres(stack, "services.aggregator", words,
+                engine, worker, drained = drain_into_postgres(stack, AGGREGATOR.module, words,
                                                               folder, prefix, env)
                 worker.stop()
                 engine.dispose()
@@ -44,7 +46,7 @@ def main():
 def drain_lines(stack, prefix, count, folder, where, env):
     topic = prefix + "textlines"
     spark_preload(stack, topic, text_processor.spark_lines, count)
-    worker = MeasuredWorker("services.text_processor", {**stack.environment(prefix), **env},
+    worker = MeasuredWorker(TEXT_PROCESSOR.module, {**stack.environment(prefix), **env},
                             f"{folder}/{prefix}text-processor.log")
     drained = wait_for_drain(worker, count, lambda: committed_offsets(
         stack, prefix + "text-processor-app", topic) == end_offsets(stack, topic))

@@ -12,8 +12,8 @@ from devstack.processes import MeasuredWorker
 def migrated_engine(stack):
     """An engine on the stack's Postgres, schema migrated as the release phase does."""
     from shared.config import load
-    from shared.exactly_once import engine_for
     from shared.migrations import migrate
+    from shared.worker.progress import engine_for
 
     engine = engine_for(load({"DATABASE_URL": stack.database_url}, needs_kafka=False,
                              needs_database=True).database_url)

@@ -17,13 +17,12 @@ from benchmarks.harness import local_stack, migrated_engine, report, stored_offs
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import wait_until
 from devstack.processes import MeasuredWorker
+from services.workers import WORKERS as REGISTRY
 
 RUNS, RECORDS = 3, 1000
-WORKERS = {  # module: (input topic, a record, whether its progress is in Postgres)
-    "services.text_processor": ("textlines", b"the quick brown fox", False),
-    "services.aggregator": ("words", b"fox", True),
-    "services.anomaly_detector": ("loglines", b"user_id: alice | action: login failed", True),
-}
+RECORD = {"text-processor": b"the quick brown fox", "aggregator": b"fox",
+          "anomaly-detector": b"user_id: alice | action: login failed"}  # one record of each worker's input
+WORKERS = {worker.module: worker for worker in REGISTRY.values()}
 
 
 def main():
@@ -53,8 +52,7 @@ def start_together(stack, engine, folder, modules, prefix):
     """Cold starts of `modules` at once on fresh topics: each one's seconds to each phase."""
     stack.broker.create_topics(prefix, partitions=2)
     for module in modules:
-        topic, record, _ = WORKERS[module]
-        produce(stack, prefix + topic, [record] * RECORDS)
+        produce(stack, prefix + WORKERS[module].topic, [RECORD[WORKERS[module].name]] * RECORDS)
     began = time.monotonic()
     workers = {module: MeasuredWorker(module, stack.environment(prefix), f"{folder}/{prefix}{name(module)}.log")
                for module in modules}
@@ -78,11 +76,11 @@ def start_together(stack, engine, folder, modules, prefix):
 
 def phase_checks(stack, engine, prefix, module, worker):
     """Each phase's name, and whether `worker` has reached it."""
-    topic, _, in_postgres = WORKERS[module]
-    group = f"{prefix}{name(module).replace('_', '-')}-app"
+    topic = WORKERS[module].topic
+    group = f"{prefix}{WORKERS[module].name}-app"
 
     def stored():
-        if in_postgres:
+        if WORKERS[module].progress == "postgres":
             return stored_offsets(engine, group) >= RECORDS
         return committed_offsets(stack, group, prefix + topic) == end_offsets(stack, prefix + topic)
     return [("jvm_s", lambda: worker.log_lines("start")),

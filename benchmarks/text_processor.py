@@ -17,6 +17,7 @@ from devstack.kafka_io import committed_offsets, end_offsets, event_millis
 from devstack.local_stack import wait_until
 from devstack.processes import MeasuredWorker
 from services.text_processor.generate import VOCABULARY, made_up_sentences
+from services.text_processor.worker import TEXT_PROCESSOR
 
 PREFIX = "bench."
 STEADY_RATE, STEADY_SECONDS = 200, 20
@@ -45,7 +46,7 @@ def main():
         lines_topic, words_topic = PREFIX + "textlines", PREFIX + "words"
         preload_s = spark_preload(stack, lines_topic, spark_lines, count)
 
-        worker = MeasuredWorker("services.text_processor", stack.environment(PREFIX),
+        worker = MeasuredWorker(TEXT_PROCESSOR.module, stack.environment(PREFIX),
                                 f"{folder}/worker.log")
         done = lambda: committed_offsets(stack, PREFIX + "text-processor-app", lines_topic) \
             == end_offsets(stack, lines_topic)

@@ -7,9 +7,8 @@ workers measure each batch that went through, and when its bytes per record
 call for another number of records, the query run ends after that batch
 and the next run starts at once with the new number, from the stored
 offsets. A process's first batch is bounded by records alone: a first batch
-of a few records, to measure them, cost the aggregator's 5,000,000-word
-backlog 20 % of its throughput (the first batch's fixed cost, about 7 s of
-planning and compiling, paid twice).
+of a few records, to measure them, would pay the first batch's fixed cost
+(planning and compiling) twice (docs/decisions/batch-bytes.md).
 """
 
 from pyspark.sql import Column, DataFrame, Observation
@@ -20,26 +19,29 @@ from shared.logs import log
 
 class BatchSize:
     """How many records the next query run's batches read (`records`):
-    always `most_records` without a budget."""
+    always `most_records` without a budget. Changed on the foreachBatch
+    thread, read by the main thread when it starts a run."""
 
-    def __init__(self, most_records: int, budget_bytes: int | None):
+    def __init__(self, most_records: int, budget_bytes: int | None) -> None:
         self.most_records = self.records = most_records
         self.budget_bytes = budget_bytes
-        self.changed = False  # the running query reads batches of the old size: end its run
 
-    def measured(self, records: int, size: int) -> None:
-        """A batch of `records` held `size` bytes of keys and values.
-        Changing the size costs a query run, so it changes when a batch
-        went over the budget, or when a batch at least half full could
-        have been twice as large."""
+    def measured(self, records: int, size: int) -> bool:
+        """A batch of `records` held `size` bytes of keys and values; whether
+        the size changed (the running query reads batches of the old size:
+        its run must end). Changing the size costs a query run, so it changes
+        when a batch went over the budget, or when a batch at least half full
+        could have been twice as large."""
         if records == 0 or self.budget_bytes is None:
-            return
+            return False
         fitting = max(1, min(self.most_records, records * self.budget_bytes // max(size, 1)))
         over_budget = size > self.budget_bytes
         room_to_grow = 2 * records >= self.records and fitting >= 2 * self.records
         if (over_budget and fitting < self.records) or room_to_grow:
             log("batch_size", records=fitting, was=self.records, bytes_per_record=size // records)
-            self.records, self.changed = fitting, True
+            self.records = fitting
+            return True
+        return False
 
 
 def observed(batch: DataFrame) -> tuple[DataFrame, Observation]:

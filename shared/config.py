@@ -17,9 +17,10 @@ import os
 import re
 import ssl
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from cryptography import x509
@@ -27,6 +28,8 @@ from cryptography.hazmat.primitives import serialization
 from dotenv import load_dotenv
 
 TOPICS = ("textlines", "words", "loglines", "alerts")
+D = TypeVar("D", int, None)
+
 # Heroku names each dyno (aggregator_worker.2); every log line carries it.
 DYNO = os.environ.get("DYNO", "local")
 
@@ -34,14 +37,14 @@ DYNO = os.environ.get("DYNO", "local")
 class ConfigError(SystemExit):
     """A variable is missing or malformed. The message names it, never its value."""
 
-    def __init__(self, variable, problem):
+    def __init__(self, variable: str, problem: str) -> None:
         super().__init__(f"config error: {variable} {problem}")
         self.variable = variable
 
 
 @dataclass(frozen=True)
 class KafkaConfig:
-    brokers: tuple  # ("host:port", ...)
+    brokers: tuple[str, ...]  # ("host:port", ...)
     use_tls: bool
     prefix: str = ""
     stem: str = "KAFKA"  # whose variables these are: KAFKA_* or an add-on's
@@ -49,14 +52,14 @@ class KafkaConfig:
     client_cert: str = field(default="", repr=False)
     client_key_pkcs8: str = field(default="", repr=False)
 
-    def topic(self, name):
+    def topic(self, name: str) -> str:
         return self.prefix + name
 
-    def group_id(self, app):
+    def group_id(self, app: str) -> str:
         """The consumer group of a service: ``<prefix><app>-app``."""
         return f"{self.prefix}{app}-app"
 
-    def spark_kafka_options(self):
+    def spark_kafka_options(self) -> dict[str, str]:
         """Options shared by Spark's Kafka source and sink (``kafka.*``).
 
         The Java client reads the PEMs from the JVM's environment (Kafka's
@@ -85,7 +88,7 @@ class KafkaConfig:
             })
         return options
 
-    def jvm_environment(self):
+    def jvm_environment(self) -> dict[str, str]:
         """The variables a JVM that uses ``spark_kafka_options()`` must start
         with: the PEMs, the key as PKCS#8 (what Java reads)."""
         if not self.use_tls:
@@ -93,7 +96,7 @@ class KafkaConfig:
         return {variable: getattr(self, name) for name, variable in JVM_PEM_VARIABLES.items()
                 if getattr(self, name)}
 
-    def kafka_python_kwargs(self):
+    def kafka_python_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for kafka-python's producer, consumer and admin."""
         kwargs: dict[str, Any] = {"bootstrap_servers": list(self.brokers)}
         if self.use_tls:
@@ -153,7 +156,8 @@ class Config:
     channels: ChannelsConfig = ChannelsConfig()
 
 
-def load(environ=None, *, needs_kafka=True, needs_database=False, dotenv_path=None) -> Config:
+def load(environ: Mapping[str, str] | None = None, *, needs_kafka: bool = True, needs_database: bool = False,
+         dotenv_path: Path | None = None) -> Config:
     """Parse the environment (plus a ``.env`` file, the real environment winning)."""
     if environ is None:
         load_dotenv(dotenv_path or Path.cwd() / ".env", override=False)
@@ -177,7 +181,7 @@ MIN_SPARK_MEMORY_MB = 512
 MEBIBYTES_PER_UNIT = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024**2}  # none: MiB, as Spark reads it
 
 
-def _spark_config(environ) -> SparkConfig:
+def _spark_config(environ: Mapping[str, str]) -> SparkConfig:
     start_from = environ.get("START_FROM", "").strip() or "earliest"
     if start_from not in ("earliest", "latest"):
         raise ConfigError("START_FROM", "must be earliest or latest")
@@ -202,7 +206,7 @@ def _spark_config(environ) -> SparkConfig:
         authenticate_secret=secret)
 
 
-def _memory_size(environ, variable):
+def _memory_size(environ: Mapping[str, str], variable: str) -> str:
     """A JVM size such as 512m or 2g, at least Spark's minimum; "" when unset."""
     value = environ.get(variable, "").strip()
     if value:
@@ -214,8 +218,8 @@ def _memory_size(environ, variable):
     return value
 
 
-def _channels_config(environ) -> ChannelsConfig:
-    def smtp(name):
+def _channels_config(environ: Mapping[str, str]) -> ChannelsConfig:
+    def smtp(name: str) -> str:
         return environ.get(f"SMTP_{name}", "").strip() or environ.get(f"MAILGUN_SMTP_{name}", "").strip()
 
     port_variable = "SMTP_PORT" if environ.get("SMTP_PORT", "").strip() else "MAILGUN_SMTP_PORT"
@@ -232,7 +236,7 @@ def _channels_config(environ) -> ChannelsConfig:
                        if address.strip()))
 
 
-def _kafka_config(environ):
+def _kafka_config(environ: Mapping[str, str]) -> KafkaConfig:
     stem = environ.get("KAFKA_ADDON", "").strip() or "KAFKA"
     names = {part: f"{stem}_{part}" for part in
              ("URL", "TRUSTED_CERT", "CLIENT_CERT", "CLIENT_CERT_KEY", "PREFIX")}
@@ -252,7 +256,7 @@ def _kafka_config(environ):
                        client_key_pkcs8=_pkcs8(key, names["CLIENT_CERT_KEY"]) if key else "")
 
 
-def _parse_kafka_url(value, variable):
+def _parse_kafka_url(value: str, variable: str) -> tuple[tuple[str, ...], bool]:
     if not value.strip():
         raise ConfigError(variable, "is not set")
     brokers, schemes = [], set()
@@ -272,7 +276,7 @@ def _parse_kafka_url(value, variable):
     return tuple(brokers), schemes == {"kafka+ssl"}
 
 
-def _pem_certificates(environ, variable, *, required):
+def _pem_certificates(environ: Mapping[str, str], variable: str, *, required: bool) -> str:
     pem = environ.get(variable, "").strip()
     if not pem:
         if required:
@@ -285,7 +289,7 @@ def _pem_certificates(environ, variable, *, required):
     return pem + "\n"
 
 
-def _pkcs8(pem, variable):
+def _pkcs8(pem: str, variable: str) -> str:
     """The Java client reads only PKCS#8 keys; Heroku hands out PKCS#1 ones."""
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=None)
@@ -295,7 +299,7 @@ def _pkcs8(pem, variable):
                              serialization.NoEncryption()).decode()
 
 
-def _database_url(environ, *, required):
+def _database_url(environ: Mapping[str, str], *, required: bool) -> str:
     url = environ.get("DATABASE_URL", "").strip()
     if not url:
         if required:
@@ -307,7 +311,7 @@ def _database_url(environ, *, required):
     return "postgresql+psycopg2://" + rest
 
 
-def _positive_int(environ, variable, default, zero_allowed=False):
+def _positive_int(environ: Mapping[str, str], variable: str, default: D, zero_allowed: bool = False) -> int | D:
     value = environ.get(variable, "").strip()
     if not value:
         return default
@@ -322,7 +326,7 @@ def _positive_int(environ, variable, default, zero_allowed=False):
 
 
 @functools.cache
-def ssl_context(kafka):
+def ssl_context(kafka: KafkaConfig) -> ssl.SSLContext:
     """The TLS context of kafka-python's clients: the chain verified, not the
     host name (Heroku's broker certificates do not name it). Python loads a
     key from a file only: it is written readable by this user alone and

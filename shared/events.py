@@ -6,7 +6,7 @@ A word carries its line's place and event time in one record header,
 once, and the event time to window it. Windows are tumbling, aligned to
 multiples of WINDOW_SECONDS since the Unix epoch. A record without a place
 that holds its event time may carry an `event_time` header (epoch
-milliseconds, ASCII digits), as text processors before 2026-11-23 wrote it.
+milliseconds, ASCII digits), as older text processors wrote it.
 """
 
 from pyspark.sql import Column
@@ -18,7 +18,7 @@ EVENT_TIME_HEADER = "event_time"
 # time of its batches). `run` names the text processor's query run. The
 # line's event time ends it (epoch milliseconds; 13 digits last until the
 # year 2286): one header costs Spark's Kafka source a third less CPU than
-# two (6.5 CPU s instead of 9.1 to 10.0 per 2,000,000 records, measured).
+# two (docs/decisions/place-header.md).
 # A place without it (44 digits) is an older text processor's.
 PLACE_HEADER = "place"
 PLACE_FIELDS = (  # name, digits, Spark type

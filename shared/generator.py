@@ -4,6 +4,7 @@ services' generators share (demos, `make run`, benchmarks)."""
 import argparse
 import itertools
 import time
+from collections.abc import Iterable
 
 from kafka import KafkaProducer
 
@@ -11,7 +12,7 @@ from shared import config as config_module
 from shared.logs import log
 
 
-def arguments(description):
+def arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--rate", type=float, default=100.0,
                         help="lines per second; 0 for as fast as possible (default 100)")
@@ -20,7 +21,8 @@ def arguments(description):
     return parser
 
 
-def stream(topic, lines, rate, count=None, progress_every=1.0):
+def stream(topic: str, lines: Iterable[bytes], rate: float, count: int | None = None,
+           progress_every: float = 1.0) -> int:
     """Send `lines` (bytes) to `<prefix><topic>`; returns how many were sent."""
     kafka = config_module.load().kafka
     assert kafka is not None  # load() parses Kafka's variables unless told not to

@@ -5,13 +5,13 @@ import sys
 from shared.config import DYNO
 
 
-def log(event: str, **fields) -> None:
+def log(event: str, **fields: object) -> None:
     pairs = {"event": event, "dyno": DYNO, **fields}
     print(" ".join(f"{key}={_value(value)}" for key, value in pairs.items()),
           file=sys.stdout, flush=True)
 
 
-def _value(value):
+def _value(value: object) -> str:
     if isinstance(value, float):
         value = round(value, 3)
     text = str(value)

@@ -8,7 +8,7 @@ Add steps at the end; never edit one that has shipped.
     python -m shared.migrations      (the Procfile's `release`)
 """
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 
 from shared import config as config_module
 from shared.logs import log
@@ -101,7 +101,7 @@ STEPS = [
 ]
 
 
-def migrate(engine):
+def migrate(engine: Engine) -> list[str]:
     applied = []
     for name, statement in STEPS:
         with engine.begin() as connection:
@@ -119,7 +119,7 @@ def migrate(engine):
     return applied
 
 
-def main():
+def main() -> None:
     config = config_module.load(needs_kafka=False, needs_database=True)
     engine = create_engine(config.database_url)
     applied = migrate(engine)

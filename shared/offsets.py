@@ -8,6 +8,7 @@ on one topic.
 
 import json
 from pathlib import Path
+from typing import Any
 
 Offsets = dict[int, int]  # partition -> next offset
 Ranges = dict[int, tuple[int, int]]  # partition -> (first offset, next offset)
@@ -19,13 +20,13 @@ def parse(spark_json: str) -> Offsets:
     return {int(partition): offset for partition, offset in offsets.items()}
 
 
-def end_offsets(progress) -> Offsets:
+def end_offsets(progress: Any) -> Offsets:
     """Where a finished micro-batch ended, from its progress report."""
     (source,) = progress.sources
     return parse(source.endOffset)
 
 
-def lag(progress) -> int:
+def lag(progress: Any) -> int:
     """Records available past where the micro-batch ended."""
     (source,) = progress.sources
     if not source.latestOffset:
@@ -34,7 +35,7 @@ def lag(progress) -> int:
     return sum(max(0, latest - end.get(partition, 0)) for partition, latest in parse(source.latestOffset).items())
 
 
-def unread_ranges(progress, starting_offsets: Offsets) -> Ranges:
+def unread_ranges(progress: Any, starting_offsets: Offsets) -> Ranges:
     """The batch's ranges when it read fewer records than they hold:
     retention may have removed some (or they are a transactional producer's
     markers, which take offsets too). `starting_offsets`: where the query

@@ -4,7 +4,7 @@ Postgres its INSERT rights and a batch's transaction never waits long."""
 
 import threading
 
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
 from shared import background
 from shared.logs import log
@@ -30,14 +30,14 @@ ALERT_OUTBOX = """
 
 
 class Retention:
-    def __init__(self, engine, tables: dict[str, str], hours: int, stop_requested: threading.Event):
+    def __init__(self, engine: Engine, tables: dict[str, str], hours: int, stop_requested: threading.Event) -> None:
         """`tables`: {table name: its delete statement}. `hours` 0 keeps everything."""
         self.engine = engine
         self.tables = tables
         self.hours = hours
         self.stop_requested = stop_requested
 
-    def start(self):
+    def start(self) -> None:
         if self.hours:
             background.every(EVERY_SECONDS, self.delete_old_rows, name="retention",
                              failure_event="retention_failed", stop_requested=self.stop_requested)

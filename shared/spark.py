@@ -12,6 +12,7 @@ import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from shared.config import MIN_SPARK_MEMORY_MB, KafkaConfig, SparkConfig
 
@@ -32,10 +33,10 @@ CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/
 NO_LIMIT_BYTES = 2**40  # cgroup v1 reports "unlimited" as about 2**63
 
 
-def driver_memory(configured: str = "", limit_files=CGROUP_MEMORY_LIMITS) -> str:
+def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> str:
     """SPARK_DRIVER_MEMORY, or half the dyno's memory, and at least Spark's
-    minimum (512m): the rest holds the JVM's own memory (330 to 370 MB
-    measured: classes, compiled code, threads) and Python's (90 to 170 MB)."""
+    minimum (512m): the rest holds the JVM's own memory (classes, compiled
+    code, threads) and Python's (docs/operations.md, "Sizing and scaling")."""
     if configured:
         return configured
     for path in limit_files:
@@ -129,7 +130,7 @@ def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
         "spark.sql.inMemoryColumnarStorage.batchSize": "1000",
         # A failed task fails its micro-batch, and the query restarts from the
         # stored offsets as a new run: a task retried within a run would send
-        # a text processor's words again under the same run (see README,
+        # a text processor's words again under the same run (see docs/architecture.md,
         # "Exactly once, end to end"). local[N] already never retries a task.
         "spark.task.maxFailures": "1",
     }
@@ -180,10 +181,10 @@ def kafka_stream(spark: SparkSession, kafka: KafkaConfig, topic: str, app: str, 
         .option("includeHeaders", str(read_headers).lower())  # 20 % slower when read
         .option("failOnDataLoss", "false")
         .option("maxOffsetsPerTrigger", str(batch_records))
-        .option("kafka.max.poll.records", "5000")  # 500 by default: measured 1.5x faster reads
+        .option("kafka.max.poll.records", "5000")  # 500 by default: reads are faster with more
         # A read that reached the end of a partition leaves a fetch waiting at
         # the broker for this long (500 ms by default), and the next batch's
-        # read waits behind it: measured, a small batch went from 0.7 to 0.4 s.
+        # read waits behind it (docs/benchmarks.md).
         .option("kafka.fetch.max.wait.ms", "5")
         .options(**(options or {}))
         .load()
@@ -199,7 +200,7 @@ PRODUCER_BATCHING = {
 }
 
 
-def kafka_sink(frame, kafka, topic, checkpoint):
+def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str) -> StreamingQuery:
     """Start writing a streaming DataFrame (key, value[, headers]) to `<prefix><topic>`."""
     return (
         frame.writeStream.format("kafka")

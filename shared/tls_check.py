@@ -9,14 +9,14 @@ import socket
 import ssl
 import struct
 
-from shared.config import ConfigError, ssl_context
+from shared.config import ConfigError, KafkaConfig, ssl_context
 
 # ApiVersions v0, the first request every Kafka client sends.
 API_VERSIONS_REQUEST = struct.pack(">ihhih", 16, 18, 0, 1, 6) + b"tls-ok"
 
 
-def check_tls(kafka, timeout=10):
-    if not kafka.use_tls:
+def check_tls(kafka: KafkaConfig | None, timeout: float = 10) -> None:
+    if kafka is None or not kafka.use_tls:
         return
     context = ssl_context(kafka)
     for broker in kafka.brokers:
@@ -29,7 +29,7 @@ def check_tls(kafka, timeout=10):
             _handshake(context, raw, broker, kafka)
 
 
-def _handshake(context, raw, broker, kafka):
+def _handshake(context: ssl.SSLContext, raw: socket.socket, broker: str, kafka: KafkaConfig) -> None:
     try:
         with context.wrap_socket(raw) as tls:
             # With TLS 1.3 the broker judges the client's certificate after

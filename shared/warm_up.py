@@ -2,12 +2,10 @@
 is joined.
 
 A JVM's first batch pays for what no class-data archive keeps: static
-initializers (Spark's ICU case mapping, 0.8 s), classes generated and
-compiled, and code not yet compiled by the JIT. The text processor's first
-batch of 1,000 lines took 2.5 to 3.0 s on a cold JVM and 0.7 to 1.1 s after
-its topology had run once on made-up records (2 cores, 2026-11-25). A
-broker holds a new group's first join 3 s, so that run mostly fills time
-the worker would spend waiting.
+initializers (Spark's ICU case mapping), classes generated and compiled, and
+code not yet compiled by the JIT. A broker holds a new group's first join
+3 s, so running the topology once on made-up records mostly fills time the
+worker would spend waiting (docs/decisions/warm-up.md).
 """
 
 from pyspark.sql import Column, DataFrame, SparkSession

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -22,14 +23,21 @@ from devstack.processes import WorkerProcesses
 # dyno does. `SPARK_SUBMIT_OPTS=` runs the tests with C2 too.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
-# Tests that start a broker, Postgres or Spark are marked `services`;
-# `make test-fast` runs the others alone, in seconds.
+# The pyramid, by folder: tests/unit start nothing and run in milliseconds
+# (`make test-fast`); tests/integration start a broker, Postgres or an
+# in-process Spark; tests/e2e run the workers as processes. Both of the
+# latter are marked `services`.
 SERVICE_FIXTURES = {"stacks", "spark"}
+UNIT = Path(__file__).parent / "unit"
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if UNIT in Path(item.path).parents:
+            asked = SERVICE_FIXTURES & set(item.fixturenames)
+            if asked:
+                raise pytest.UsageError(f"{item.nodeid} is a unit test but asks for {asked}: move it")
+        else:
             item.add_marker(pytest.mark.services)
     # Tests that start workers take minutes, the others seconds: handed out
     # first, the long ones do not leave one test process running alone at

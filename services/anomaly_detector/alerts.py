@@ -13,13 +13,20 @@ that id before it is sent again (AlertPublisher).
 import datetime
 import json
 import threading
-import time
+from collections.abc import Iterable
+from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from psycopg2.extras import execute_values
-from sqlalchemy import text
+from sqlalchemy import Connection, Engine, text
 
+from shared import background
+from shared.config import Config, KafkaConfig
 from shared.logs import log
+from shared.topic_reader import TopicReader
+
+Counts = dict[tuple[str, int], int]  # (user, window start in epoch seconds) -> failed logins
+
 
 ADD_FAILURES = """
     INSERT INTO failed_login_counts (user_id, window_start, count) VALUES %s
@@ -46,14 +53,14 @@ ADD_ALERTS = """
 ALERT_ROW = "(%s, to_timestamp(%s), %s, %s)"
 
 
-def crossings(before, after, thresholds):
+def crossings(before: int, after: int, thresholds: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
     """The (severity, threshold) pairs a count crosses going from before to after."""
     return [(severity, threshold) for severity, threshold in thresholds
             if before <= threshold < after]
 
 
-def payload(user, window_start, window_seconds, count, severity, threshold):
-    def iso(seconds):
+def payload(user: str, window_start: int, window_seconds: int, count: int, severity: str, threshold: int) -> str:
+    def iso(seconds: int) -> str:
         return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     return json.dumps({"user": user, "window_start": iso(window_start),
@@ -61,13 +68,14 @@ def payload(user, window_start, window_seconds, count, severity, threshold):
                        "severity": severity, "threshold": threshold}, ensure_ascii=False)
 
 
-def record_failures(connection, parts, config):
+def record_failures(connection: Connection, parts: Iterable[Counts], config: Config) -> tuple[int, int]:
     """In the batch's transaction: add the counts of each of `parts` (dicts
     {(user, window_start): n}, read one at a time), put the alerts they cause
     in the outbox, and drop windows a day older than the newest (or than
     now). Returns how many alerts, and how many windows dropped."""
     alerts, newest_windows = 0, []
-    with connection.connection.cursor() as cursor:
+    raw: Any = connection.connection  # psycopg2's, whose cursor is a context manager
+    with raw.cursor() as cursor:
         for counts in parts:
             if counts:
                 alerts += _add_failures(cursor, counts, config)
@@ -78,7 +86,7 @@ def record_failures(connection, parts, config):
         return alerts, cursor.rowcount
 
 
-def _add_failures(cursor, counts, config):
+def _add_failures(cursor: Any, counts: Counts, config: Config) -> int:
     """Add `counts` and put the alerts they cause in the outbox; how many."""
     thresholds = (("email", config.email_threshold), ("urgent", config.urgent_threshold))
     totals = execute_values(cursor, ADD_FAILURES, [(user, window, n) for (user, window), n in counts.items()],
@@ -115,41 +123,37 @@ class AlertPublisher:
     moment they are read until they are marked, so no two copies send the
     same alert at once."""
 
-    def __init__(self, engine, kafka, stop_requested):
+    def __init__(self, engine: Engine, kafka: KafkaConfig, stop_requested: threading.Event) -> None:
         self.engine = engine
         self.kafka = kafka
         self.topic = kafka.topic("alerts")
         self.stop_requested = stop_requested
         self.producer = KafkaProducer(**kafka.kafka_python_kwargs(), acks="all", linger_ms=0)
         self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="alert-publisher", daemon=True)
 
-    def start(self):
-        self._thread.start()
+    def start(self) -> None:
+        # The outbox keeps an alert whose round failed.
+        background.every(1.0, self.publish_all, name="alert-publisher", failure_event="alert_publish_failed",
+                         stop_requested=self.stop_requested, wake=self._wake)
 
-    def wake(self):
+    def wake(self) -> None:
         """Publish now rather than within the second. Called on the thread
         of the foreachBatch function once a batch's alerts are committed;
         never blocks."""
         self._wake.set()
 
-    def _run(self):
-        while not self.stop_requested.is_set():
-            try:
-                while self.publish_pending():
-                    pass
-            except Exception as error:  # noqa: BLE001 - logged; the outbox keeps the alert
-                log("alert_publish_failed", error=f"{type(error).__name__}: {error}"[:300])
-            self._wake.wait(1.0)
-            self._wake.clear()
+    def publish_all(self) -> None:
+        while self.publish_pending() and not self.stop_requested.is_set():
+            pass
 
-    def publish_pending(self, limit=500):
+    def publish_pending(self, limit: int = 500) -> int:
         """Publish up to `limit` unpublished alerts; returns how many."""
         with self.engine.begin() as connection:
             rows = connection.execute(PENDING, {"limit": limit}).all()
             if not rows:
                 return 0
-            tried = dict(connection.execute(TRIED, {"ids": [row.id for row in rows]}).all())
+            tried: dict[int, datetime.datetime] = {
+                alert_id: at for alert_id, at in connection.execute(TRIED, {"ids": [row.id for row in rows]}).all()}
             found = self._on_topic(set(tried), since=min(tried.values())) if tried else []
             if tried:
                 self._mark(connection, found)
@@ -169,36 +173,22 @@ class AlertPublisher:
             log("alert", severity=row.severity, alert=row.payload)
         return len(published) + len(found)
 
-    def _on_topic(self, alert_ids, since):
+    def _on_topic(self, alert_ids: set[int], since: datetime.datetime) -> list[tuple[int, int, int]]:
         """(alert id, partition, offset) of the alerts among `alert_ids` that
         are on the topic, read from a little before `since` to its end.
         Records without a numeric `alert_id` header (another producer's) are
         passed over."""
-        consumer = KafkaConsumer(**self.kafka.kafka_python_kwargs(), enable_auto_commit=False,
-                                 consumer_timeout_ms=2000)
-        try:
-            partitions = [TopicPartition(self.topic, p) for p in consumer.partitions_for_topic(self.topic)]
-            consumer.assign(partitions)
-            start_ms = int(since.timestamp() * 1000) - CLOCK_SKEW_MS
-            starts = consumer.offsets_for_times({tp: start_ms for tp in partitions})
-            ends = consumer.end_offsets(partitions)
-            for tp in partitions:
-                consumer.seek(tp, starts[tp].offset if starts[tp] else ends[tp])
-            found, deadline = [], time.monotonic() + READ_TIMEOUT_S
-            while any(consumer.position(tp) < ends[tp] for tp in partitions):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the alerts topic could not be read to its end")
-                for records in consumer.poll(timeout_ms=1000).values():
-                    for record in records:
-                        alert_id = dict(record.headers or []).get("alert_id", b"")
-                        if alert_id.isdigit() and int(alert_id) in alert_ids:
-                            found.append((int(alert_id), record.partition, record.offset))
-            return found
-        finally:
-            consumer.close()
+        found = []
+        with TopicReader(self.kafka, self.topic) as reader:
+            reader.seek(reader.at_time(int(since.timestamp() * 1000) - CLOCK_SKEW_MS))
+            for record in reader.records(reader.latest(), READ_TIMEOUT_S):
+                alert_id = dict(record.headers or []).get("alert_id", b"")
+                if alert_id.isdigit() and int(alert_id) in alert_ids:
+                    found.append((int(alert_id), record.partition, record.offset))
+        return found
 
     @staticmethod
-    def _mark(connection, published):
+    def _mark(connection: Connection, published: list[tuple[int, int, int]]) -> None:
         if published:
             connection.execute(text(
                 "UPDATE alert_outbox SET published_at = now(), kafka_partition = :partition,"

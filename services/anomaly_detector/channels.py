@@ -20,12 +20,14 @@ import hashlib
 import json
 import smtplib
 import ssl
+import threading
 import unicodedata
 import urllib.error
 import urllib.request
 from email.message import EmailMessage
+from typing import Any, Protocol
 
-from sqlalchemy import text
+from sqlalchemy import Connection, Engine, text
 
 from shared import background
 from shared.config import ChannelsConfig
@@ -56,14 +58,21 @@ def dedup_key(alert: dict) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
+class Channel(Protocol):
+    severity: str  # the alerts it takes
+
+    def send(self, alert: dict[str, Any]) -> None:
+        """Deliver one alert; Refused if the channel will never take it."""
+
+
 class PagerDuty:
     severity = "urgent"
 
-    def __init__(self, routing_key, url):
+    def __init__(self, routing_key: str, url: str) -> None:
         self.routing_key = routing_key
         self.url = url
 
-    def send(self, alert):
+    def send(self, alert: dict[str, Any]) -> None:
         summary = (f"{alert['count']} failed logins for {printable(alert['user'], MAX_SHOWN_USER_CHARS)}"
                    f" in {alert['window_start']}..{alert['window_end']}")
         event = {
@@ -92,12 +101,13 @@ class PagerDuty:
 class Email:
     severity = "email"
 
-    def __init__(self, server, port, login, password, sender, recipients):
+    def __init__(self, server: str, port: int, login: str, password: str, sender: str,
+                 recipients: list[str]) -> None:
         self.server, self.port = server, port
         self.login, self.password = login, password
         self.sender, self.recipients = sender, recipients
 
-    def send(self, alert):
+    def send(self, alert: dict[str, Any]) -> None:
         message = EmailMessage()
         message["From"] = self.sender
         message["To"] = ", ".join(self.recipients)
@@ -117,7 +127,7 @@ class Email:
                 raise Refused(f"SMTP server answered {error.smtp_code}") from None
             raise
 
-    def _connect(self):
+    def _connect(self) -> smtplib.SMTP:
         """An SMTP session over verified TLS, or an error before any login."""
         context = ssl.create_default_context()
         if self.port == 465:
@@ -135,8 +145,8 @@ class Email:
         return smtp
 
 
-def configured_channels(config: ChannelsConfig) -> list:
-    channels: list = []
+def configured_channels(config: ChannelsConfig) -> list[Channel]:
+    channels: list[Channel] = []
     if config.pagerduty_routing_key:
         channels.append(PagerDuty(config.pagerduty_routing_key, config.pagerduty_events_url))
     if config.smtp_server and config.email_to:
@@ -150,18 +160,19 @@ class ChannelDelivery:
     than `retention_hours` (0: none), so a channel turned on later does not
     send every alert ever raised."""
 
-    def __init__(self, engine, channels, retention_hours, stop_requested):
+    def __init__(self, engine: Engine, channels: list[Channel], retention_hours: int,
+                 stop_requested: threading.Event) -> None:
         self.engine = engine
         self.channels = {channel.severity: channel for channel in channels}
         self.retention_hours = retention_hours
         self.stop_requested = stop_requested
 
-    def start(self):
+    def start(self) -> None:
         if self.channels:  # the outbox keeps an alert whose delivery round failed
             background.every(1.0, self.deliver_due, name="alert-channels",
                              failure_event="alert_delivery_failed", stop_requested=self.stop_requested)
 
-    def deliver_due(self, limit=50):
+    def deliver_due(self, limit: int = 50) -> None:
         with self.engine.begin() as connection:
             rows = connection.execute(text(
                 "SELECT id, severity, payload, delivery_attempts FROM alert_outbox"
@@ -173,7 +184,7 @@ class ChannelDelivery:
             for row in rows:
                 self._deliver(connection, row)
 
-    def _deliver(self, connection, row):
+    def _deliver(self, connection: Connection, row: Any) -> None:
         channel = self.channels[row.severity]
         name = type(channel).__name__
         try:

@@ -8,13 +8,14 @@ user_id: alice | timestamp: 2026-11-20T10:00:00Z | ip_address: 10.0.3.7 | action
 
 import datetime
 import random
+from collections.abc import Iterator
 
 from shared.generator import arguments, stream
 
 ACTIONS = ("login succeeded", "logout", "password changed", "page viewed")
 
 
-def log_lines(users, failure_probability, seed=None):
+def log_lines(users: list[str], failure_probability: float, seed: int | None = None) -> Iterator[bytes]:
     rng = random.Random(seed)
     while True:
         failed = rng.random() < failure_probability
@@ -26,7 +27,7 @@ def log_lines(users, failure_probability, seed=None):
                f"action: {action} | message: {message}").encode()
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--failure-probability", type=float, default=0.05)
     parser.add_argument("--users", type=int, default=100, help="users user1..userN (default 100)")

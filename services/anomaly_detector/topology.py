@@ -13,7 +13,7 @@ whose timestamp is not a plausible event time (shared.events) likewise, with
 no window.
 """
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from shared.events import plausible_millis, storable_key, window_start
@@ -23,7 +23,7 @@ FAILED_LOGIN = "login failed"
 NO_USER = ""
 
 
-def user_id(line):
+def user_id(line: Column) -> Column:
     first_field = F.split(line, r"\|", 2)[0]
     unlabelled = F.regexp_replace(first_field, r"(?U)^\s*user_id\s*:", "")
     return F.regexp_replace(unlabelled, r"(?U)^\s+|\s+$", "")
@@ -57,7 +57,7 @@ def summary(counts: DataFrame) -> DataFrame:
     and the lines skipped with no usable user (`no_user`) or time (`bad_time`)."""
     is_user = F.col("user") != NO_USER
 
-    def total(condition, value=None):  # of the counts, unless `value` says
+    def total(condition: Column, value: Column | None = None) -> Column:  # of the counts, unless `value` says
         return F.coalesce(F.sum(F.when(condition, F.col("count") if value is None else value)), F.lit(0))
 
     return counts.agg(

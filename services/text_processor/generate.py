@@ -4,6 +4,7 @@
 """
 
 import random
+from collections.abc import Iterator
 
 from shared.generator import arguments, stream
 
@@ -14,20 +15,20 @@ VOCABULARY = (
 ).split()
 
 
-def made_up_sentences(seed=None):
+def made_up_sentences(seed: int | None = None) -> Iterator[bytes]:
     rng = random.Random(seed)
     while True:
         words = rng.choices(VOCABULARY, k=rng.randint(6, 18))
         yield (" ".join(words).capitalize() + rng.choice(".!?")).encode()
 
 
-def file_lines(path):
+def file_lines(path: str) -> Iterator[bytes]:
     with open(path, "rb") as text:
         for line in text:
             yield line.rstrip(b"\r\n")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--file", help="a text file to stream, once (default: made-up sentences)")
     args = parser.parse_args(argv)

@@ -3,12 +3,15 @@
 import os
 import signal
 import threading
+from collections.abc import Mapping
+from types import FrameType
 
 import uvicorn
-from sqlalchemy import create_engine
+from sqlalchemy import Engine, create_engine
 
 from services.web.app import create_app
 from services.web.health import WorkerHealth
+from shared import background
 from shared import config as config_module
 from shared.config import ConfigError
 from shared.logs import log
@@ -26,7 +29,7 @@ def migrate_in_background(database_url: str, stopping: threading.Event) -> None:
     """The schema the dashboard reads, made as the workers make it: in a
     thread, so that $PORT is bound at once (Heroku allows 60 s) even while
     Postgres is away; until then the API answers 503."""
-    def run():
+    def run() -> None:
         engine = create_engine(database_url, pool_pre_ping=True)
         try:
             postgres_outage(stopping).retry(lambda: migrate(engine))
@@ -34,7 +37,7 @@ def migrate_in_background(database_url: str, stopping: threading.Event) -> None:
             pass
         finally:
             engine.dispose()
-    threading.Thread(target=run, name="migrate", daemon=True).start()
+    background.thread(run, name="migrate")
 
 
 class Server(uvicorn.Server):
@@ -45,17 +48,17 @@ class Server(uvicorn.Server):
         super().__init__(config)
         self.stopping = stopping
 
-    def handle_exit(self, sig, frame):
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.stopping.set()
         super().handle_exit(sig, frame)
 
 
-def read_only_engine(database_url: str):
+def read_only_engine(database_url: str) -> Engine:
     return create_engine(database_url, pool_pre_ping=True, pool_size=4, max_overflow=4,
                          connect_args={"options": READ_ONLY})
 
 
-def password_and_port(environ) -> tuple[str, int]:
+def password_and_port(environ: Mapping[str, str]) -> tuple[str, int]:
     password = environ.get("DASHBOARD_PASSWORD", "")
     if not password.strip():
         raise ConfigError("DASHBOARD_PASSWORD", "is not set")

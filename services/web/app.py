@@ -14,7 +14,9 @@ import datetime
 import json
 import secrets
 import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi import Path as PathParameter
@@ -22,8 +24,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from psycopg2.errors import UndefinedTable
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.web import queries
 from services.web.health import KafkaUnavailable, WorkerHealth
@@ -51,7 +55,7 @@ SECURITY_HEADERS = [
 ]
 
 
-def moment(name: str):
+def moment(name: str) -> Any:
     """An optional time parameter."""
     return Query(None, alias=name, description="ISO 8601 with a time zone, e.g. 2026-11-20T10:00:00Z")
 
@@ -59,11 +63,15 @@ def moment(name: str):
 From, To, Since = moment("from"), moment("to"), moment("since")
 
 
+T = TypeVar("T")
+Window = tuple[datetime.datetime, datetime.datetime] | tuple[None, None]
+
+
 class BadRequest(Exception):
     """A parameter FastAPI's types let through but the query cannot take."""
 
 
-def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
+def create_app(engine: Engine, health: WorkerHealth, password: str, window_seconds: int,
                stopping: threading.Event) -> "BasicAuth":
     """The ASGI app over a read-only `engine` and the workers' `health`; its
     event streams end once `stopping` is set. Endpoints answer JSONResponse
@@ -73,82 +81,84 @@ def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
                   description="Read-only: windowed word counts, alerts and worker health.")
     window = datetime.timedelta(seconds=window_seconds)
 
-    def read(query):
+    def read(query: Callable[[Connection], T]) -> Awaitable[T]:
         """query(connection) on a read-only session, in the thread pool."""
-        def run():
+        def run() -> T:
             with engine.connect() as connection:
                 return query(connection)
         return run_in_threadpool(run)
 
-    async def latest_window():
+    async def latest_window() -> Window:
         """(start, end) of the latest complete window, or (None, None)."""
         latest = await read(lambda c: queries.latest_complete_window(c, window_seconds))
         return (None, None) if latest is None else (latest, latest + window)
 
-    async def hour_to_latest_window():
+    async def hour_to_latest_window() -> Window:
         _, end = await latest_window()
         return (None, None) if end is None else (end - DEFAULT_SPAN, end)
 
     @app.get("/api/top-words", summary="The words counted most in a window or a range of windows")
     async def top_words(start: datetime.datetime | None = From, end: datetime.datetime | None = To,
-                        limit: int = Query(10, ge=1, le=100)):
+                        limit: int = Query(10, ge=1, le=100)) -> JSONResponse:
         """The windows that start in [from, to), at most 15 minutes; without
         `from` and `to`, the latest complete window."""
         start, end = _checked_range(start, end, TOP_WORDS_RANGE) or await latest_window()
-        words = [] if start is None else await read(lambda c: queries.top_words(c, start, end, limit))
+        words = [] if start is None or end is None else await read(lambda c: queries.top_words(c, start, end, limit))
         return JSONResponse({"from": queries.iso(start), "to": queries.iso(end), "words": words})
 
     @app.get("/api/words/{word:path}/series", summary="One word's count per window")
     async def word_series(word: str = PathParameter(min_length=1, max_length=2000),
-                          start: datetime.datetime | None = From, end: datetime.datetime | None = To):
+                          start: datetime.datetime | None = From,
+                          end: datetime.datetime | None = To) -> JSONResponse:
         """Windows that start in [from, to), at most 7 days; by default the
         hour up to the latest complete window. Windows without the word are
         left out."""
         start, end = _checked_range(start, end, SERIES_RANGE) or await hour_to_latest_window()
-        points = [] if start is None else await read(lambda c: queries.word_series(c, word, start, end))
+        points = [] if start is None or end is None else await read(lambda c: queries.word_series(c, word, start, end))
         return JSONResponse({"word": word, "from": queries.iso(start), "to": queries.iso(end), "points": points})
 
     @app.get("/api/words-per-window", summary="All words counted per window")
-    async def words_per_window(start: datetime.datetime | None = From, end: datetime.datetime | None = To):
+    async def words_per_window(start: datetime.datetime | None = From,
+                               end: datetime.datetime | None = To) -> JSONResponse:
         """Windows that start in [from, to), at most a day; by default the
         hour up to the latest complete window."""
         start, end = _checked_range(start, end, WORDS_PER_WINDOW_RANGE) or await hour_to_latest_window()
-        points = [] if start is None else await read(lambda c: queries.words_per_window(c, start, end))
+        points = [] if start is None or end is None else await read(lambda c: queries.words_per_window(c, start, end))
         return JSONResponse({"from": queries.iso(start), "to": queries.iso(end), "points": points})
 
     @app.get("/api/alerts", summary="Alerts raised, newest first")
     async def alerts(since_id: int = Query(0, ge=0), since: datetime.datetime | None = Since,
-                     limit: int = Query(50, ge=1, le=500)):
+                     limit: int = Query(50, ge=1, le=500)) -> JSONResponse:
         """Alerts with an id above `since_id`, raised at or after `since`."""
         _require_zone(since=since)
         after = since or datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
         return JSONResponse({"alerts": await read(lambda c: queries.alerts(c, since_id, after, limit))})
 
     @app.get("/api/health", summary="Each worker's consumer group: lag, copies, last commit")
-    async def worker_health():
+    async def worker_health() -> JSONResponse:
         return JSONResponse({"workers": await run_in_threadpool(health.read)})
 
     @app.get("/api/events", summary="Server-Sent Events: `update` when new results are stored")
-    async def events(request: Request):
+    async def events(request: Request) -> StreamingResponse:
         return StreamingResponse(_updates(request, read, stopping), media_type="text/event-stream")
 
     @app.get("/", include_in_schema=False)
-    async def page():
+    async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(request, error: RequestValidationError):
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in error.errors())
         return JSONResponse({"error": problems}, status_code=400)
 
     @app.exception_handler(BadRequest)
-    async def bad_request(request, error: BadRequest):
+    async def bad_request(request: Request, error: BadRequest) -> JSONResponse:
         return JSONResponse({"error": str(error)}, status_code=400)
 
     @app.exception_handler(DBAPIError)
-    async def postgres_not_ready(request, error: DBAPIError):
+    async def postgres_not_ready(request: Request, error: DBAPIError) -> JSONResponse:
         if is_postgres_outage(error):
             log("postgres_unavailable", path=request.url.path, error=type(error.orig).__name__)
             return JSONResponse({"error": "postgres unavailable"}, status_code=503)
@@ -157,21 +167,22 @@ def create_app(engine, health: WorkerHealth, password: str, window_seconds: int,
         raise error
 
     @app.exception_handler(KafkaUnavailable)
-    async def kafka_away(request, error: KafkaUnavailable):
+    async def kafka_away(request: Request, error: KafkaUnavailable) -> JSONResponse:
         log("kafka_unavailable", path=request.url.path, error=str(error))
         return JSONResponse({"error": "kafka unavailable"}, status_code=503)
 
     return BasicAuth(app, password)
 
 
-def _require_zone(**moments):
+def _require_zone(**moments: datetime.datetime | None) -> None:
     """A time without a zone would be read in the server's zone: refused."""
     naive = [name for name, moment in moments.items() if moment is not None and moment.tzinfo is None]
     if naive:
         raise BadRequest(f"{' and '.join(naive)} need{'s' if len(naive) == 1 else ''} a time zone (e.g. Z)")
 
 
-def _checked_range(start, end, most):
+def _checked_range(start: datetime.datetime | None, end: datetime.datetime | None,
+                   most: datetime.timedelta) -> Window | None:
     """(start, end) as asked for, or None when neither was given."""
     if start is None and end is None:
         return None
@@ -185,7 +196,8 @@ def _checked_range(start, end, most):
     return start, end
 
 
-async def _updates(request: Request, read, stopping: threading.Event):
+async def _updates(request: Request, read: Callable[[Callable[[Connection], Any]], Awaitable[Any]],
+                   stopping: threading.Event) -> AsyncIterator[str]:
     """`update` at once, then whenever the stored progress changes; a
     comment every 15 s keeps proxies (Heroku's router closes a connection
     idle for 55 s) from closing the stream. EventSource reconnects by itself
@@ -208,7 +220,7 @@ async def _updates(request: Request, read, stopping: threading.Event):
         quiet_s += EVENTS_EVERY_S
 
 
-def _now():
+def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
@@ -216,15 +228,15 @@ class BasicAuth:
     """ASGI middleware: HTTP basic auth on every route, security headers on
     every response, GET and HEAD only."""
 
-    def __init__(self, app, password: str):
+    def __init__(self, app: ASGIApp, password: str) -> None:
         self.app = app
         self.password = password.encode()
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
-        async def send_with_headers(message):
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = list(message.get("headers", [])) + SECURITY_HEADERS
             await send(message)

@@ -1,7 +1,7 @@
 """Each worker's health, as its consumer group shows it in Kafka.
 
 Every worker commits the offsets each micro-batch reached to its group
-(shared/group_member.py), with the commit's time in epoch milliseconds as
+(shared/worker/group_member.py), with the commit's time in epoch milliseconds as
 the offsets' metadata. So Kafka alone tells, per worker: its lag per
 partition (the topic's end offset minus the committed one), how many copies
 are in the group, and how long ago a batch was last committed.
@@ -9,14 +9,16 @@ are in the group, and how long ago a batch was last committed.
 
 import threading
 import time
+from typing import Any
 
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import OffsetSpec
 from kafka.errors import KafkaError
 
+from services.workers import WORKERS
 from shared.config import KafkaConfig
 
-WORKER_INPUTS = {"text-processor": "textlines", "aggregator": "words", "anomaly-detector": "loglines"}
+WORKER_INPUTS = {worker.name: worker.topic for worker in WORKERS.values()}
 FRESH_FOR_S = 2.0  # one reading serves every page and API call for this long
 REQUEST_TIMEOUT_MS = 5_000
 
@@ -79,7 +81,8 @@ class WorkerHealth:
                 pass  # the connection is gone already
 
 
-def _worker(app, group, topic, partitions, ends, committed, copies) -> dict:
+def _worker(app: str, group: str, topic: str, partitions: list[TopicPartition], ends: dict[TopicPartition, Any],
+            committed: dict[TopicPartition, Any], copies: int) -> dict[str, Any]:
     """One worker's health from its group's committed offsets and the end offsets."""
     rows, commit_times = [], []
     for tp in partitions:

@@ -8,8 +8,9 @@ id and created_at.
 
 import datetime
 import json
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 CHANNEL_OF_SEVERITY = {"urgent": "pagerduty", "email": "email"}  # channels.py
 
@@ -47,35 +48,35 @@ def iso(moment: datetime.datetime | None) -> str | None:
     return moment.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def latest_complete_window(connection, window_seconds: int) -> datetime.datetime | None:
+def latest_complete_window(connection: Connection, window_seconds: int) -> datetime.datetime | None:
     """The start of the newest window whose end has passed, if any."""
     return connection.execute(LATEST_COMPLETE_WINDOW, {"window_seconds": window_seconds}).scalar()
 
 
-def top_words(connection, start, end, limit: int) -> list[dict]:
+def top_words(connection: Connection, start: datetime.datetime, end: datetime.datetime, limit: int) -> list[dict]:
     """The `limit` words counted most in the windows starting in [start, end)."""
     rows = connection.execute(TOP_WORDS, {"start": start, "end": end, "limit": limit})
     return [{"word": word, "count": count} for word, count in rows]
 
 
-def word_series(connection, word: str, start, end) -> list[dict]:
+def word_series(connection: Connection, word: str, start: datetime.datetime, end: datetime.datetime) -> list[dict]:
     rows = connection.execute(WORD_SERIES, {"word": word, "start": start, "end": end})
     return [{"window_start": window_start, "count": count} for window_start, count in rows]
 
 
-def words_per_window(connection, start, end) -> list[dict]:
+def words_per_window(connection: Connection, start: datetime.datetime, end: datetime.datetime) -> list[dict]:
     rows = connection.execute(WORDS_PER_WINDOW, {"start": start, "end": end})
     return [{"window_start": window_start, "words": words} for window_start, words in rows]
 
 
-def alerts(connection, since_id: int, since, limit: int) -> list[dict]:
+def alerts(connection: Connection, since_id: int, since: datetime.datetime, limit: int) -> list[dict]:
     """The newest `limit` alerts with an id above `since_id` raised at or
     after `since`, newest first."""
     rows = connection.execute(ALERTS, {"since_id": since_id, "since": since, "limit": limit})
     return [_alert(row) for row in rows]
 
 
-def _alert(row) -> dict:
+def _alert(row: Any) -> dict:
     alert = json.loads(row.payload)
     delivery = "delivered" if row.delivered_at else "refused" if row.refused_at else "pending"
     return {"id": row.id, "user": row.user_id, "window_start": alert["window_start"],
@@ -85,6 +86,6 @@ def _alert(row) -> dict:
             "delivery": delivery, "delivered_at": iso(row.delivered_at)}
 
 
-def progress_marker(connection) -> tuple:
+def progress_marker(connection: Connection) -> tuple:
     """Changes whenever a batch is stored in Postgres or an alert is raised."""
     return tuple(connection.execute(PROGRESS_MARKER).one())

@@ -13,8 +13,8 @@ from devstack.certificates import CertificateAuthority
 from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import payload
 from services.anomaly_detector.channels import ChannelDelivery, Email, PagerDuty
-from shared.exactly_once import engine_for
 from shared.migrations import migrate
+from shared.worker.progress import engine_for
 from tests.channel_servers import EventsApiServer, SmtpServer
 
 T0 = 1_795_000_000

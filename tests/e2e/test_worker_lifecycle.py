@@ -2,11 +2,9 @@
 (tests/echo_worker.py), its per-batch log lines, its progress in the consumer
 group, and a clean stop on SIGTERM sent to the whole process group."""
 
-import json
 import signal
 import threading
 from collections import Counter
-from types import SimpleNamespace
 
 import pytest
 from kafka import TopicPartition
@@ -15,8 +13,8 @@ from py4j.protocol import Py4JJavaError
 from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
 from devstack.local_stack import wait_until
 from shared.config import load
-from shared.group_member import GroupMember
-from shared.worker import failing_record_cause
+from shared.worker.errors import failing_record_cause
+from shared.worker.group_member import GroupMember
 from tests.checks import assert_no_secret_in, heroku_like
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
@@ -169,11 +167,12 @@ def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):
 
 
 def test_offsets_reported_on_the_listeners_thread_are_committed_by_the_polling_thread(stack, prefix):
-    member = GroupMember(load(stack.environment(prefix)).kafka, "handover", "textlines", threading.Event())
+    give_up = threading.Event()
+    member = GroupMember(load(stack.environment(prefix)).kafka, "handover", "textlines", give_up)
     try:
-        assert partitions_within(member, 60) == (0, 1)
-        member.start(lambda: SimpleNamespace(runId="run-1", isActive=False))
-        listener = threading.Thread(target=member.commit, args=(progress(prefix, "run-1", {0: 5, 1: 7}),))
+        assert partitions_within(member, give_up, 60) == (0, 1)
+        member.begin_run("run-1")
+        listener = threading.Thread(target=member.report, args=("run-1", {0: 5, 1: 7}))
         listener.start()
         listener.join()
         group, topic = prefix + "handover-app", prefix + "textlines"
@@ -187,13 +186,14 @@ def test_offsets_reported_on_the_listeners_thread_are_committed_by_the_polling_t
 def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack, prefix):
     """Spark's listener runs behind the query: the one-batch run before a
     skipped record may report after the skip was committed."""
-    member = GroupMember(load(stack.environment(prefix)).kafka, "late", "textlines", threading.Event())
+    give_up = threading.Event()
+    member = GroupMember(load(stack.environment(prefix)).kafka, "late", "textlines", give_up)
     try:
-        assert partitions_within(member, 60) == (0, 1)
-        query = member.start(lambda: SimpleNamespace(runId="run-1", isActive=False))
-        member.forget(query)
-        member.commit_now({0: 51})
-        member.commit(progress(prefix, "run-1", {0: 50}))
+        assert partitions_within(member, give_up, 60) == (0, 1)
+        member.begin_run("run-1")
+        member.end_run("run-1", None)
+        member.commit({0: 51})
+        member.report("run-1", {0: 50})
         member.poll()
         # One connection to the coordinator: a commit sent by that poll is
         # answered before this read is.
@@ -202,19 +202,13 @@ def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack,
         member.close()
 
 
-def partitions_within(member, seconds):
+def partitions_within(member, give_up, seconds):
     """The member's partitions, or None once `seconds` passed without any (a
-    test that waits, never one that hangs the suite)."""
-    give_up = threading.Event()
+    test that waits, never one that hangs the suite): `give_up` is the
+    member's stop event."""
     timer = threading.Timer(seconds, give_up.set)
     timer.start()
     try:
-        return member.wait_for_partitions(give_up)
+        return member.wait_for_partitions()
     finally:
         timer.cancel()
-
-
-def progress(prefix, run_id, offsets):
-    """A micro-batch's progress as Spark's listener reports it."""
-    end = json.dumps({prefix + "textlines": {str(p): offset for p, offset in offsets.items()}})
-    return SimpleNamespace(runId=run_id, sources=[SimpleNamespace(endOffset=end)])

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from devstack.local_stack import ROOT
+from services.workers import WORKERS as REGISTRY
 from shared import spark
 from shared.config import TOPICS, SparkConfig
 
@@ -36,6 +37,9 @@ def test_procfile_runs_the_contracts_processes():
     assert set(procfile()) == WORKERS | {"release", "web"}
     assert procfile()["release"] == ["python", "-m", "shared.migrations"]
     assert procfile()["web"] == ["python", "-m", "services.web"]
+    # The registry declares the same workers, and each runs its own module.
+    assert {worker.process_type: ["python", "-m", worker.module] for worker in REGISTRY.values()} == {
+        process: command for process, command in procfile().items() if process in WORKERS}
     assert list(procfile("Procfile.local"))[0] == "web"  # honcho's PORT=5000, which `make run` prints
 
 
@@ -61,9 +65,8 @@ def test_app_json_builds_with_java_then_python_and_describes_every_variable():
     assert (defaults["WINDOW_SECONDS"], defaults["ANOMALY_URGENT_THRESHOLD"],
             defaults["ANOMALY_EMAIL_THRESHOLD"]) == ("10", "100", "50")
     batch_sizes = app["env"]["MAX_OFFSETS_PER_TRIGGER"]["description"]
-    for service in ("text_processor", "aggregator", "anomaly_detector"):
-        default = importlib.import_module(f"services.{service}.__main__").BATCH_RECORDS
-        assert f"{service.replace('_', ' ')} {default:,}" in batch_sizes
+    for worker in REGISTRY.values():
+        assert f"{worker.name.replace('-', ' ')} {worker.batch_records:,}" in batch_sizes
 
 
 def test_heroku_ci_runs_the_readmes_test_command():
@@ -183,9 +186,9 @@ def test_the_slug_is_under_herokus_limit_and_tests_run_on_its_pruned_spark():
     assert not (spark_home / "jars" / "connect-repl").exists(), "Spark Connect's REPL (58 MB)"
     assert any(jar.startswith("spark-sql_") for jar in jars)
     size = dict(pair.split("=") for pair in slug.with_suffix(".size").read_text().split())
-    # 295 on 2026-11-25, 44 of them the class-data archive: Heroku warns above 300
+    # Heroku warns above 300 MB (docs/decisions/slug.md: what the slug keeps)
     assert int(size["slug_compressed_mb"]) < 300
-    assert (slug / "shared" / "worker.py").is_file() and (slug / "services").is_dir()
+    assert (slug / "shared" / "worker" / "runner.py").is_file() and (slug / "services" / "workers.py").is_file()
     assert not [name for name in ("tests", "benchmarks", "devstack") if (slug / name).exists()]
     assert os.environ.get("JAVA_HOME") == str(slug / ".jdk"), "Spark runs on the slug's Java runtime"
     release = (slug / ".jdk" / "release").read_text()

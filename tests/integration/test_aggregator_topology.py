@@ -4,12 +4,12 @@ import datetime
 from types import SimpleNamespace
 
 from devstack.postgres import postgres_url, windowed_counts
-from services.aggregator import __main__ as aggregator
 from services.aggregator import topology
+from services.aggregator import worker as aggregator
 from services.aggregator.topology import run_thresholds
 from shared.events import EVENT_TIME_DIGITS, PLACE_FIELDS
-from shared.exactly_once import engine_for
 from shared.migrations import migrate
+from shared.worker.progress import engine_for
 
 UTC = datetime.timezone.utc
 T0 = 1_795_000_200  # an epoch second that is a multiple of 10 and 60

@@ -10,8 +10,8 @@ from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import payload
 from services.anomaly_detector.channels import ChannelDelivery, PagerDuty
 from shared import retention
-from shared.exactly_once import engine_for
 from shared.migrations import migrate
+from shared.worker.progress import engine_for
 from tests.channel_servers import EventsApiServer
 
 

@@ -14,8 +14,8 @@ from devstack.kafka_io import end_offsets, produce, read_all
 from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import KEEP_WINDOWS_SECONDS, AlertPublisher, payload, record_failures
 from shared.config import load
-from shared.exactly_once import engine_for
 from shared.migrations import migrate
+from shared.worker.progress import engine_for
 
 CONFIG = SimpleNamespace(email_threshold=50, urgent_threshold=100, window_seconds=10)
 T0 = 1_795_000_000  # a window start

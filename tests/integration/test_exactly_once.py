@@ -12,10 +12,10 @@ from devstack.kafka_io import produce
 from devstack.local_stack import wait_until
 from devstack.postgres import postgres_url
 from shared.config import load
-from shared.exactly_once import PostgresProgress, StaleBatchError, engine_for
 from shared.migrations import migrate
 from shared.offsets import batch_ranges
 from shared.spark import kafka_stream
+from shared.worker.progress import PostgresProgress, StaleBatchError, engine_for
 
 
 def test_each_batch_range_is_the_offsets_of_its_records(spark, stack, prefix, tmp_path):

@@ -1,0 +1,154 @@
+"""The aggregator: words -> windowed_counts, exactly once. Its Spark side is topology.py."""
+
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from sqlalchemy import Connection, text
+
+from services.aggregator.topology import copy_text, grouped, run_thresholds, summary
+from shared.config import Config
+from shared.events import PLACE_HEADER, place_value
+from shared.exactly_once import foreach_batch
+from shared.parts import collected_in_parts
+from shared.retention import WINDOW_TOTALS, WINDOWED_COUNTS, Retention
+from shared.warm_up import kafka_records
+from shared.worker import Context, Worker
+from shared.worker.query_run import QueryRun
+
+# A batch's counts are copied in bulk, then added to what earlier batches stored.
+BATCH_TABLE = """
+    CREATE TEMPORARY TABLE batch_counts (window_start bigint, word_hex text, count bigint)
+    ON COMMIT DROP"""
+ADD_COUNTS = """
+    INSERT INTO windowed_counts (window_start, window_end, word, count)
+    SELECT to_timestamp(window_start), to_timestamp(window_start + %(window_seconds)s),
+           convert_from(decode(word_hex, 'hex'), 'UTF8'), count
+    FROM batch_counts
+    ON CONFLICT (window_start, word) DO UPDATE
+    SET count = windowed_counts.count + EXCLUDED.count"""
+# Each window's words in all, for the dashboard: an hour of windows is 360
+# rows here, not every word of them.
+ADD_WINDOW_TOTALS = """
+    INSERT INTO window_totals (window_start, words)
+    SELECT to_timestamp(window_start), sum(count) FROM batch_counts GROUP BY window_start
+    ON CONFLICT (window_start) DO UPDATE SET words = window_totals.words + EXCLUDED.words"""
+
+COUNTED_PLACES = text("""
+    SELECT partition, line_partition, line_offset, word_index FROM counted_places
+    WHERE consumer = :consumer AND topic = :topic""")
+STORE_PLACE = text("""
+    INSERT INTO counted_places (consumer, topic, partition, line_partition, line_offset, word_index)
+    VALUES (:consumer, :topic, :partition, :line_partition, :line_offset, :word_index)
+    ON CONFLICT (consumer, topic, partition, line_partition) DO UPDATE
+    SET line_offset = EXCLUDED.line_offset, word_index = EXCLUDED.word_index""")
+
+
+Places = dict[tuple[int, int], tuple[int, int]]  # (partition, line partition) -> (line offset, word index)
+Summarized = tuple[DataFrame, Row, Places]  # a batch's groups, its summary, the places it moved
+
+# The COPY text is collected this much at a time (about 500,000 counts of
+# 20-letter words), so a batch of long distinct words cannot fill the
+# driver: 2,000,000 words of 2,000 bytes would be 8 GB of text.
+COPY_PART_BYTES = 32 << 20
+
+
+class CopySource:
+    """A batch's COPY text as a file of bytes, read a slice at a time: the
+    text is ASCII (hex words), so no second whole copy is made (io.StringIO
+    held 4 bytes a character; joining a part to its newline, one more)."""
+
+    def __init__(self, parts: Iterable[str]) -> None:
+        self.parts, self.text, self.at = iter(parts), "", 0
+
+    def read(self, size: int) -> bytes:
+        while self.at >= len(self.text):
+            part = next(self.parts, None)
+            if part is None:
+                return b""
+            if part:
+                follows_a_part = bool(self.text)
+                self.text, self.at = part, 0
+                if follows_a_part:  # end the last line of the part before
+                    return b"\n"
+        chunk, self.at = self.text[self.at:self.at + size], self.at + size
+        return chunk.encode("ascii")
+
+
+def add_counts(connection: Connection, groups: DataFrame, result: Row, window_seconds: int) -> None:
+    if result.rows:
+        parts = collected_in_parts(result.copy_bytes, COPY_PART_BYTES,
+                                   lambda slices, part: copy_text(groups, slices, part).collect()[0].lines or "")
+        raw: Any = connection.connection  # psycopg2's, whose cursor is a context manager
+        with raw.cursor() as cursor:
+            cursor.execute(BATCH_TABLE)
+            cursor.copy_expert("COPY batch_counts FROM STDIN", CopySource(parts), size=1 << 20)
+            cursor.execute(ADD_COUNTS, {"window_seconds": window_seconds})
+            cursor.execute(ADD_WINDOW_TOTALS)
+
+
+def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: str) -> StreamingQuery:
+    window_seconds = context.config.window_seconds
+    progress = context.postgres
+    owner = {"consumer": progress.consumer, "topic": progress.topic}
+
+    def counted_places() -> Places:
+        rows = progress.read(lambda connection: connection.execute(COUNTED_PLACES, owner).all())
+        return {(w, p): (offset, index) for w, p, offset, index in rows}
+
+    def summarize_batch(batch: DataFrame) -> Summarized:
+        """The batch's groups (cached until its transaction is committed),
+        its summary and the highest places after it. (The fence on offsets
+        guarantees nobody else moved those places meanwhile: they move only
+        with the offsets, in one transaction.)"""
+        before = counted_places()
+
+        def summarized(thresholds: dict[Any, Any]) -> tuple[DataFrame, Row]:
+            groups = grouped(batch, window_seconds, thresholds).persist()
+            result = summary(groups).first()
+            assert result is not None  # an aggregate: one row
+            return groups, result
+
+        groups, result = summarized(before)
+        per_run, after, repeats = run_thresholds(before, result.runs)
+        if repeats:
+            groups.unpersist()
+            groups, result = summarized(per_run)
+        return groups, result, {pair: place for pair, place in after.items() if before.get(pair) != place}
+
+    def write(connection: Connection, summarized: Summarized) -> dict[str, int]:
+        groups, result, moved = summarized
+        add_counts(connection, groups, result, window_seconds)
+        if moved:
+            connection.execute(STORE_PLACE, [
+                {**owner, "partition": w, "line_partition": p, "line_offset": offset, "word_index": index}
+                for (w, p), (offset, index) in moved.items()])
+        # rows_in: Spark counts the records of a batch summarized twice twice.
+        skipped = result.repeated + result.bad_time + result.bad_key
+        return {"rows_in": result.counted + skipped, "rows_out": result.rows, "counted": result.counted,
+                "skipped_repeated": result.repeated, "skipped_bad_time": result.bad_time,
+                "skipped_bad_key": result.bad_key}
+
+    write_batch = foreach_batch(progress, context.batch_size, run, checkpoint, summarize_batch, write)
+    return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
+
+
+def setup(context: Context) -> None:
+    Retention(context.postgres.engine, {"windowed_counts": WINDOWED_COUNTS, "window_totals": WINDOW_TOTALS},
+              context.config.retention_hours, context.stop_requested).start()
+
+
+def warm_up(spark: SparkSession, config: Config) -> None:
+    place = place_value(F.col("partition"), F.col("offset"), F.lit(0), F.lit(0),
+                        event_millis=F.unix_millis("timestamp"))
+    header = F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))
+    groups = grouped(kafka_records(spark, ["fox", "jumps"], F.array(header)), config.window_seconds, {}).persist()
+    summary(groups).first()
+    copy_text(groups, 1, 0).collect()
+    groups.unpersist()
+
+
+AGGREGATOR = Worker(name="aggregator", topic="words", batch_records=2_000_000, start_query=start_query,
+                    progress="postgres", read_headers=True, setup=setup, warm_up=warm_up)

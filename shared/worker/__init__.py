@@ -1,0 +1,54 @@
+"""A worker's life: the one lifecycle every worker shares.
+
+A service declares its worker once (`Worker`: name, input topic, batch
+size, where its progress lives, its query, setup and warm-up; see
+services/workers.py) and its `__main__` calls `run(worker)`.
+
+States and transitions of a process (shared.worker.runner):
+
+    starting ──> joining ──> running a query run ──┬──> (next run) ...
+      Spark's JVM     the group, and       │       │
+      starts while    Postgres migrated    │       └──> stopped: Spark and the group
+      the group is    ──────────────────   │            released, exit 0
+      joined          warm-up if the       │
+                      group is slow        v
+                                 the run ends (Ended) ─> lifecycle.next_step
+
+What ends a query run (lifecycle.Ended), and who says so:
+
+    STOPPED  SIGTERM/SIGINT (the Stopper), or Postgres away at a stop (foreachBatch)
+    REVOKED  a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke, inside poll)
+    RESIZED  a batch measured a new size (foreachBatch, shared.exactly_once)
+    FAILED   the query failed, or foreachBatch gave a batch up (an outage, a fenced batch)
+
+What comes next (lifecycle.next_step, a pure function over the ending and
+the failures in a row):
+
+    STOPPED ──────────────────────────────> Stop
+    REVOKED, RESIZED ─────────────────────> Resume (after the group's next assignment)
+    FAILED on a timestamp Spark can't read ─> Scan ──skipped──> Resume
+                                               └──none──> as any FAILED
+    FAILED, 3rd in a row, a record's error ─> Search ──skipped──> Resume (next failure searches at once)
+                                                └──none──> BackOff
+    FAILED otherwise ─────────────────────> BackOff(1, 2, 4 ... 30 s) -> Resume
+
+Who owns what:
+
+- the main thread owns the SparkSession, the GroupMember (and its
+  kafka-python consumer) and every QueryRun's start and end;
+- a QueryRun (shared.worker.query_run) owns one run's starting offsets,
+  abandoned batches, reported log fields and reason to end; the foreachBatch
+  thread and Spark's listener thread reach it only through its locked methods;
+- Spark's listener thread (BatchListener) writes each batch's log line and
+  hands its offsets to the member, never blocking; the member commits them
+  on its next poll on the main thread;
+- the progress store (shared.worker.progress) is where each run resumes:
+  the group's offsets, or Postgres's;
+- background threads (shared.background) run a service's side work: the
+  join while Spark starts, the warm-up, retention, alert publishing and delivery.
+"""
+
+from shared.worker.runner import run
+from shared.worker.spec import Context, Worker
+
+__all__ = ["Context", "Worker", "run"]

@@ -1,0 +1,225 @@
+"""A worker's place in its consumer group `<prefix><app>-app`.
+
+Kafka's group protocol divides the input topic's partitions among the copies
+of a worker, so `heroku ps:scale text_processor_worker=3` splits the work
+instead of repeating it. The member never fetches records itself (its
+partitions stay paused; Spark reads them through the `assign` option). It
+polls to keep its place and commits the offsets each micro-batch reached, so
+Kafka's own tools show every copy and its lag.
+
+Threads: the main thread owns the member and its consumer (kafka-python's
+consumer is not thread-safe): every method runs there, except `report`
+and `report_unread`, which Spark's listener thread calls and which only
+hand their argument over under the lock, for the next `poll` to act on.
+
+In a rebalance Kafka takes every partition back before handing any out:
+`on_partitions_revoked` (inside `poll`) calls `on_revoke`, which stops the
+running query once its batch is done and returns where it ended; that is
+committed before the group moves on, so the next owner begins exactly there.
+"""
+
+import threading
+import time
+from collections.abc import Callable
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from shared.config import KafkaConfig
+from shared.logs import log
+from shared.offsets import Offsets, Ranges
+from shared.outages import kafka_outage
+
+# Above the longest graceful stop of a query (shared.worker.query_run):
+# handing partitions over waits for the running batch, and the member must
+# stay in the group meanwhile.
+SESSION_TIMEOUT_MS = 30_000
+# The last commit, leaving the group and the data-loss lookup, each bounded:
+# a copy must be gone 30 s after SIGTERM, and up to 20 s of those may go to
+# the running batch.
+STOP_STEP_TIMEOUT_MS = 4_000
+
+
+class GroupMember(ConsumerRebalanceListener):
+    def __init__(self, kafka: KafkaConfig, app: str, topic: str, stop_requested: threading.Event,
+                 on_revoke: Callable[[], Offsets | None] = lambda: None) -> None:
+        self.topic = kafka.topic(topic)
+        self.group_id = kafka.group_id(app)
+        self.partitions: tuple[int, ...] | None = None  # assigned to this copy; None while the group rebalances
+        self._on_revoke = on_revoke
+        self._stop_requested = stop_requested
+        self._lock = threading.Lock()
+        # Under the lock: the run whose batch reports may still be committed,
+        # what to commit next, and ranges to look up for lost records.
+        self._accepting: str | None = None
+        self._pending: Offsets = {}
+        self._unread: list[Ranges] = []
+        self._commits_failing = False  # one line for a run of failed commits, not one per batch
+        self._outage = kafka_outage(stop_requested)
+        self._consumer = self._outage.retry(lambda: KafkaConsumer(
+            group_id=self.group_id, enable_auto_commit=False,
+            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
+            **kafka.kafka_python_kwargs()))
+        self._consumer.subscribe([self.topic], listener=self)
+
+    # The main thread's loop.
+
+    def wait_for_partitions(self) -> tuple[int, ...] | None:
+        """Poll until the group gives this copy some partitions; None on stop."""
+        idle_logged = False
+        while not self._stop_requested.is_set():
+            self.poll()
+            if self.partitions:
+                return self.partitions
+            if self.partitions == () and not idle_logged:
+                log("idle", group=self.group_id, reason="every partition has another owner")
+                idle_logged = True
+        return None
+
+    def poll(self, seconds: float = 0.5) -> None:
+        """Keep the membership, commit what is pending and look up lost
+        records; a rebalance runs its callbacks from here. While the broker
+        cannot be reached, waits with backoff instead."""
+        self._flush()
+        with self._lock:
+            unread, self._unread = self._unread, []
+        for ranges in unread:
+            self._report_data_lost(ranges)
+        self._outage.attempt(lambda: self._consumer.poll(timeout_ms=int(seconds * 1000)))
+
+    def wait(self, seconds: float) -> None:
+        """Poll for `seconds`, or until a stop is asked for."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not self._stop_requested.is_set():
+            self.poll()
+
+    # Commits. A query run's batches are committed as Spark's listener
+    # reports them, while the run is the one accepted.
+
+    def begin_run(self, run_id: str) -> None:
+        with self._lock:
+            self._accepting = run_id
+
+    def end_run(self, run_id: str, offsets: Offsets | None) -> None:
+        """The run is over; `offsets`, where its last stored batch ended, are
+        committed, unless a rebalance took its partitions (and committed) already.
+        A report of it still on its way (Spark's listener runs behind the
+        query) must not commit over what follows."""
+        with self._lock:
+            if self._accepting == run_id:
+                self._pending.update(offsets or {})
+                self._accepting = None
+
+    def commit(self, offsets: Offsets) -> None:
+        """Commit {partition: next offset} with the next poll."""
+        with self._lock:
+            self._pending.update(offsets)
+
+    def committed(self) -> Offsets:
+        """{partition: next offset} as committed by the group, for the
+        assigned partitions. What is pending is sent first: the broker
+        answers one connection's requests in order."""
+        self._flush()
+        offsets = self._outage.retry(lambda: {
+            p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions or ()})
+        return {partition: offset for partition, offset in offsets.items() if offset is not None}
+
+    def _commit_last(self) -> None:
+        """Commit what is pending and wait for the answer, at most
+        STOP_STEP_TIMEOUT_MS (the next owner repeats what a failed commit
+        missed, as after a crash)."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if pending:
+            try:
+                self._consumer.commit(self._offsets(pending), timeout_ms=STOP_STEP_TIMEOUT_MS)
+            except KafkaError as error:
+                self._commit_done(None, error)
+
+    def offset_range(self, partition: int, starting: int) -> tuple[int, int]:
+        """(first, end): the offsets of `partition` from `starting` (an
+        offset, or -2 for the earliest, -1 for the latest) to its end."""
+        tp = TopicPartition(self.topic, partition)
+
+        def read() -> tuple[int, int]:
+            end = self._consumer.end_offsets([tp])[tp]
+            if starting >= 0:
+                return starting, end
+            return (end if starting == -1 else self._consumer.beginning_offsets([tp])[tp]), end
+        return self._outage.retry(read)
+
+    def close(self) -> None:
+        """Commit what is pending (a stopped run's last batch, a skip), then leave the group."""
+        self._commit_last()
+        try:
+            self._consumer.close(autocommit=False, timeout_ms=STOP_STEP_TIMEOUT_MS)
+        except KafkaError as error:  # the group drops this member after its session timeout
+            log("leave_failed", group=self.group_id, error=type(error).__name__)
+
+    # Called on Spark's listener thread: they only hand over, never block.
+
+    def report(self, run_id: str, offsets: Offsets) -> None:
+        """A batch of run `run_id` stored, ending at `offsets`."""
+        with self._lock:
+            if self._accepting == run_id:
+                self._pending.update(offsets)
+
+    def report_unread(self, ranges: Ranges) -> None:
+        """A batch covered `ranges` but read fewer records: which of them
+        retention removed is looked up by the next poll."""
+        with self._lock:
+            self._unread.append(ranges)
+
+    # kafka-python's rebalance callbacks, inside poll() on the main thread.
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.partitions = None
+        with self._lock:
+            accepting, self._accepting = self._accepting, None
+        if accepting is not None:
+            last = self._on_revoke()  # blocks up to the graceful stop, within the session timeout
+            log("partitions_revoked", group=self.group_id)
+            self.commit(last or {})
+        self._flush()
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self._consumer.pause(*assigned)
+        self.partitions = tuple(sorted(tp.partition for tp in assigned if tp.topic == self.topic))
+        log("partitions_assigned", group=self.group_id, topic=self.topic,
+            partitions=",".join(map(str, self.partitions)) or "none")
+
+    def _flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if pending:
+            self._consumer.commit_async(self._offsets(pending), callback=self._commit_done)
+
+    def _report_data_lost(self, ranges: Ranges) -> None:
+        """Log `event=data_lost` for the records of `ranges` ({partition:
+        (first, next offset)}) that retention removed before they were read."""
+        partitions = [TopicPartition(self.topic, p) for p in ranges]
+        try:
+            earliest = self._consumer.beginning_offsets(partitions, timeout_ms=STOP_STEP_TIMEOUT_MS)
+        except KafkaError as error:  # the broker went away meanwhile: say so, once
+            log("data_lost_unknown", topic=self.topic, error=type(error).__name__)
+            return
+        for tp, offset in sorted(earliest.items()):
+            first, end = ranges[tp.partition]
+            if offset > first:
+                log("data_lost", topic=self.topic, partition=tp.partition, records=min(offset, end) - first)
+
+    def _commit_done(self, offsets: object, result: object) -> None:
+        """Logs the first of a run of failed commits (a broker outage fails
+        one per batch); a later batch's commit covers the offsets they missed."""
+        failed = isinstance(result, Exception)
+        if failed and not self._commits_failing:
+            log("commit_failed", error=type(result).__name__)
+        self._commits_failing = failed
+
+    def _offsets(self, offsets: Offsets) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Kafka's form of {partition: next offset}; each commit's metadata
+        is its time in epoch milliseconds (the dashboard shows its age)."""
+        committed_at = str(int(time.time() * 1000))
+        return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, committed_at, -1)
+                for partition, offset in offsets.items()}

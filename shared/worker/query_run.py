@@ -1,0 +1,200 @@
+"""One query run: a Spark streaming query started on this copy's partitions
+from the stored offsets, on a fresh local checkpoint, until it ends.
+
+A QueryRun owns what belongs to one run and to no other: where it began,
+the batches it gave up (abandoned: they stored nothing), the fields its
+batches add to their log lines, and why it is ending. A report that Spark's
+listener delivers late finds the run it belongs to by Spark's run id, so it
+can never touch the next run.
+
+Threads:
+- the main thread creates a run, starts and supervises its query
+  (shared.worker.runner), and reads `ending`;
+- the thread Spark calls a foreachBatch function on (shared.exactly_once)
+  calls `abandon`, `end` and `report` while a batch runs;
+- Spark's listener thread calls BatchListener's methods after each batch.
+Every field those threads share is behind the run's lock.
+"""
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from shared.logs import log
+from shared.offsets import Offsets, end_offsets, lag, unread_ranges
+from shared.worker.group_member import GroupMember
+from shared.worker.lifecycle import Ended
+
+GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
+KEPT_RUNS = 8  # late reports name a recent run; older ones are forgotten
+
+
+class QueryRun:
+    def __init__(self, app: str, starting_offsets: Offsets) -> None:
+        self.app = app
+        self.starting_offsets = starting_offsets  # {partition: next offset, or -2/-1}
+        self.query: StreamingQuery | None = None
+        self._lock = threading.Lock()
+        self._ending: tuple[Ended, BaseException | None] | None = None
+        self._abandoned: set[int] = set()
+        self._fields: dict[int, dict[str, Any]] = {}  # batch id -> fields the service reported
+        self._reported_end: Offsets | None = None  # where the last batch the listener saw stored ended
+
+    @property
+    def id(self) -> str:
+        assert self.query is not None
+        return str(self.query.runId)
+
+    @property
+    def ending(self) -> Ended | None:
+        with self._lock:
+            return self._ending[0] if self._ending else None
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error a foreachBatch function gave a batch up with, if any."""
+        with self._lock:
+            return self._ending[1] if self._ending else None
+
+    def end(self, why: Ended, error: BaseException | None = None) -> None:
+        """Ask the run to end; the first reason given wins. Its later batches store nothing."""
+        with self._lock:
+            if self._ending is None:
+                self._ending = (why, error)
+
+    def abandon(self, batch_id: int) -> None:
+        """The batch stored nothing: no log line, no commit."""
+        with self._lock:
+            self._abandoned.add(batch_id)
+
+    def abandoned(self, batch_id: int) -> bool:
+        with self._lock:
+            return batch_id in self._abandoned
+
+    def report(self, batch_id: int, **fields: Any) -> None:
+        """Fields for the batch's log line (a service's own word wins)."""
+        with self._lock:
+            self._fields.setdefault(batch_id, {}).update(fields)
+
+    def stored_end(self) -> Offsets | None:
+        """Where the run's last batch that stored anything ended: Spark's
+        last progress, which is current, unless that batch was abandoned."""
+        assert self.query is not None
+        last = self.query.lastProgress
+        if last is not None and not self.abandoned(last.batchId):
+            return end_offsets(last)
+        with self._lock:
+            return self._reported_end
+
+    def stored_a_batch(self) -> bool:
+        assert self.query is not None
+        last = self.query.lastProgress
+        return last is not None and not self.abandoned(last.batchId)
+
+    def batch_done(self, progress: Any) -> dict[str, Any] | None:
+        """Listener thread: the batch's fields for its log line, or None if
+        it was abandoned."""
+        with self._lock:
+            if progress.batchId in self._abandoned:
+                return None
+            self._reported_end = end_offsets(progress)
+            return self._fields.pop(progress.batchId, {})
+
+
+class Runs:
+    """This process's query runs, the current one and a few before it, by
+    Spark's run id. The main thread starts them; the listener looks them up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: OrderedDict[str, QueryRun] = OrderedDict()
+        self.current: QueryRun | None = None
+
+    def start(self, run: QueryRun, member: GroupMember, start_query: Callable[[], StreamingQuery]) -> None:
+        """Start the run's query. A listener report of its first batch waits
+        for the lock, so it always finds the run."""
+        with self._lock:
+            run.query = start_query()
+            self._by_id[run.id] = run
+            while len(self._by_id) > KEPT_RUNS:
+                self._by_id.popitem(last=False)
+            self.current = run
+            member.begin_run(run.id)
+
+    def of(self, run_id: str) -> QueryRun | None:
+        with self._lock:
+            return self._by_id.get(run_id)
+
+    def revoke(self) -> Offsets | None:
+        """The group is taking this copy's partitions (inside the member's
+        poll, on the main thread): the current run's batch finishes, its
+        query stops, and where it ended is committed."""
+        run = self.current
+        if run is None or run.query is None or not run.query.isActive:
+            return None
+        run.end(Ended.REVOKED)
+        stop_gracefully(run.query)
+        return run.stored_end()
+
+
+class BatchListener(StreamingQueryListener):
+    """After each micro-batch: its offsets handed to the group member (which
+    commits them from the main thread), records that retention removed
+    handed over to be looked up, and its one key=value log line written.
+
+    Spark calls these methods on its listener thread, behind the query: a
+    report may arrive after the next batch began, or after the query
+    stopped. They must not block: the next report waits behind them."""
+
+    def __init__(self, app: str, runs: Runs, member: GroupMember) -> None:
+        self.app = app
+        self.runs = runs
+        self.member = member
+        self.last_batch: tuple[str, int] | None = None  # (run id, batch id): ids restart with each run
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.batch_done(event.progress)
+
+    def batch_done(self, progress: Any) -> None:
+        run_id = str(progress.runId)
+        if (run_id, progress.batchId) == self.last_batch:
+            return  # a progress report without a new batch
+        self.last_batch = (run_id, progress.batchId)
+        run = self.runs.of(run_id)
+        fields = run.batch_done(progress) if run else None
+        if run is None or fields is None:
+            return
+        self.member.report(run_id, end_offsets(progress))
+        if unread := unread_ranges(progress, run.starting_offsets):
+            self.member.report_unread(unread)
+        log("batch", **{**batch_fields(self.app, progress), **fields})
+
+
+def batch_fields(app: str, progress: Any) -> dict[str, Any]:
+    """A batch's log line as Spark's progress tells it."""
+    observed = {name: value for row in progress.observedMetrics.values() for name, value in row.asDict().items()}
+    rows_out = progress.sink.numOutputRows
+    return {"app": app, "batch": progress.batchId, "rows_in": progress.numInputRows,
+            **({"rows_out": rows_out} if rows_out >= 0 else {}),
+            "duration_ms": progress.durationMs.get("triggerExecution", 0), "lag": lag(progress), **observed}
+
+
+def stop_gracefully(query: StreamingQuery) -> None:
+    """Let the running micro-batch finish, then stop before the next begins."""
+    deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
+    while query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()

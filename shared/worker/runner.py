@@ -1,0 +1,248 @@
+"""A worker process, from start to exit: `run(worker)`.
+
+`run` enters each resource in one ExitStack (Spark's JVM, the group member,
+the warm-up thread), so every exit path, a stop, an outage at start or a
+bug, releases them in order: the group hears at once that this copy left,
+instead of waiting out its session. `Supervisor.run` is the main loop: one
+query run after another, each step chosen by shared.worker.lifecycle.
+"""
+
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from contextlib import ExitStack
+from types import FrameType
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from shared import background
+from shared import config as config_module
+from shared import spark as spark_module
+from shared.batch_size import BatchSize
+from shared.logs import log
+from shared.migrations import migrate
+from shared.offsets import Offsets
+from shared.outages import StopRequested
+from shared.tls_check import check_tls
+from shared.worker import errors, search
+from shared.worker.group_member import GroupMember
+from shared.worker.lifecycle import BackOff, Ended, History, Resume, RunEnded, Scan, Search, Stop, next_step
+from shared.worker.progress import GroupProgress, PostgresProgress, engine_for, starting_offsets
+from shared.worker.query_run import BatchListener, QueryRun, Runs, stop_gracefully
+from shared.worker.spec import Context, Worker
+
+
+def run(worker: Worker) -> None:
+    """Run `worker` until SIGTERM or SIGINT; then exit 0."""
+    config = config_module.load(needs_database=worker.progress == "postgres")
+    check_tls(config.kafka)
+    # The JVM is started with SIGTERM ignored (the disposition is inherited),
+    # so Heroku's SIGTERM to every process of the dyno does not stop Spark
+    # under the running batch; Python stops it in order below.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    run_with(worker, config, threading.Event())
+
+
+def run_with(worker: Worker, config: config_module.Config, stop_requested: threading.Event) -> None:
+    runs = Runs()
+    with ExitStack() as resources:  # released last in, first out
+        try:
+            spark, member, progress = start(worker, config, runs, stop_requested, resources)
+            records = config.spark.max_offsets_per_trigger or worker.batch_records
+            # A Postgres worker measures the bytes of its batches; the text
+            # processor's stream through Spark, from Kafka to Kafka.
+            budget = config.spark.max_bytes_per_trigger if worker.progress == "postgres" else None
+            context = Context(config, progress, BatchSize(records, budget), stop_requested)
+            if worker.setup:
+                worker.setup(context)
+            spark.streams.addListener(BatchListener(worker.name, runs, member))
+            log("start", app=worker.name, topic=member.topic, group=member.group_id)
+            Supervisor(worker, spark, member, context, runs).run()
+        except StopRequested:  # asked for while a broker or Postgres was away
+            pass
+    log("stopped", app=worker.name)
+
+
+def start(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
+          resources: ExitStack) -> tuple[SparkSession, GroupMember, GroupProgress | PostgresProgress]:
+    """Spark, this copy's group member and its progress store, each closed by
+    `resources`. The group join (a broker holds a new group's first join 3 s)
+    and the migration go on while Spark's JVM starts (2 to 3 s on 2 cores);
+    the warm-up, while the group has still not answered. Raises StopRequested
+    if a stop came first."""
+    spark_started = threading.Event()
+    joining = background.call(lambda: join_group(worker, config, runs, stop_requested, spark_started),
+                              name="join")
+    resources.callback(_close_when_joined, joining)
+    try:
+        spark = spark_module.session(worker.name, config.kafka, config.spark)
+    except BaseException:
+        stop_requested.set()  # the group member gives up too
+        raise
+    finally:
+        spark_started.set()
+    resources.callback(spark.stop)
+    Stopper(stop_requested)  # the JVM has started: SIGTERM now stops the worker in order
+    # Only while the group has not answered: with the partitions there before
+    # Spark, a warm-up beside the first query slows it (docs/decisions). Not
+    # on a cluster: a job waiting there for executors would hold the stop.
+    if worker.warm_up and not joining.done() and not config.spark.on_cluster:
+        warm_up = worker.warm_up
+        warming = background.thread(lambda: timed_warm_up(lambda: warm_up(spark, config)), name="warm-up")
+        resources.callback(warming.join)  # a few seconds at most: Spark stopped under it would fail it
+    return (spark, *joining.result())
+
+
+def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
+               spark_started: threading.Event) -> tuple[GroupMember, GroupProgress | PostgresProgress]:
+    """This copy's group member, polled until the group has given it its
+    partitions or Spark has started, and its progress store (for Postgres,
+    with the schema migrated). Runs on its own thread while Spark starts;
+    the member is the main thread's once this returns."""
+    assert config.kafka is not None  # load() requires it
+    member = GroupMember(config.kafka, worker.name, worker.topic, stop_requested, on_revoke=runs.revoke)
+    try:
+        progress: GroupProgress | PostgresProgress = GroupProgress(member)
+        if worker.progress == "postgres":
+            engine = engine_for(config.database_url)
+            progress = PostgresProgress(engine, member.group_id, member.topic, stop_requested)
+            progress.retrying(lambda: migrate(engine))
+        while member.partitions is None and not spark_started.is_set() and not stop_requested.is_set():
+            member.poll()
+    except BaseException:
+        member.close()
+        raise
+    return member, progress
+
+
+def _close_when_joined(joining: "Future[tuple[GroupMember, GroupProgress | PostgresProgress]]") -> None:
+    if joining.exception() is None:  # waits for the join thread: it ends once Spark started or a stop came
+        joining.result()[0].close()
+
+
+def timed_warm_up(warm_up: Callable[[], None]) -> None:
+    began = time.monotonic()
+    warm_up()
+    log("warmed_up", seconds=round(time.monotonic() - began, 1))
+
+
+class Stopper:
+    """Turns SIGTERM and SIGINT into the stop event every loop checks."""
+
+    def __init__(self, requested: threading.Event) -> None:
+        self.requested = requested
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._request)
+
+    def _request(self, signum: int, frame: FrameType | None) -> None:
+        log("stop_requested", signal=signal.Signals(signum).name)
+        self.requested.set()
+
+
+class Supervisor:
+    """The main thread's loop: query runs on this copy's partitions, one
+    after another, each next step as shared.worker.lifecycle decides."""
+
+    def __init__(self, worker: Worker, spark: SparkSession, member: GroupMember, context: Context,
+                 runs: Runs) -> None:
+        self.worker, self.spark, self.member, self.context, self.runs = worker, spark, member, context, runs
+        assert context.config.kafka is not None  # load() requires it
+        self.kafka = context.config.kafka
+        self.topic = member.topic
+        self.stop_requested = context.stop_requested
+
+    def run(self) -> None:
+        history = History()
+        while (partitions := self.member.wait_for_partitions()) is not None:
+            starting = starting_offsets(partitions, self.context.progress, self.context.config.spark.start_from)
+            query_run, error = self.run_query(starting, self.context.batch_size.records)
+            ended = self.outcome(query_run, error)
+            step, history = next_step(ended, history)
+            while True:
+                match step:
+                    case Stop():
+                        return
+                    case Resume():
+                        break
+                    case BackOff(seconds=seconds, error=error_line):
+                        log("query_failed", app=self.worker.name, error=error_line, retry_in_s=seconds)
+                        self.member.wait(seconds)
+                        break
+                    case Scan():
+                        step, history = next_step(search.scan(self, ended), history)
+                    case Search(cause=cause):
+                        step, history = next_step(search.search(self, ended, cause), history)
+
+    def run_query(self, starting: Offsets, records: int,
+                  until: tuple[int, int] | None = None) -> tuple[QueryRun, BaseException | None]:
+        """One query run from `starting`, `records` a batch, until it ends
+        (or, given `until` = (partition, offset), stored what is before that
+        offset). Returns the run and the error the query failed with, if any."""
+        worker = self.worker
+        query_run = QueryRun(worker.name, starting)
+        source = spark_module.kafka_stream(self.spark, self.kafka, worker.topic, worker.name, starting, records,
+                                           worker.read_headers)
+        with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:
+            self.runs.start(query_run, self.member,
+                            lambda: worker.start_query(self.context, query_run, source, checkpoint))
+            error = self.supervise(query_run, until)
+        if self.stop_requested.is_set():
+            query_run.end(Ended.STOPPED)
+        self.member.end_run(query_run.id, query_run.stored_end())
+        return query_run, error
+
+    def supervise(self, query_run: QueryRun, until: tuple[int, int] | None) -> StreamingQueryException | None:
+        """Keep the group membership while the query runs, until it fails,
+        or its run is ending (a stop, a rebalance, a batch given up, a new
+        batch size), or it reached `until`; then stop it after its running batch."""
+        query = query_run.query
+        assert query is not None
+        while (query.isActive and query_run.ending is None and not self.stop_requested.is_set()
+               and not (until and (query_run.stored_end() or {}).get(until[0], -1) >= until[1])):
+            self.member.poll(0.1)
+        if query.isActive:
+            stop_gracefully(query)
+        return query.exception()  # None unless the query failed
+
+    def outcome(self, query_run: QueryRun, error: BaseException | None) -> RunEnded:
+        """How the run ended: a stop wins, then a reason the run was given,
+        then a failure."""
+        ending = query_run.ending
+        if ending in (Ended.STOPPED, Ended.REVOKED, Ended.RESIZED):
+            return RunEnded(ending)
+        return errors.failed(query_run.error or error, query_run.stored_a_batch())
+
+    # What shared.worker.search needs.
+
+    def search_from(self) -> Offsets | None:
+        partitions = self.member.partitions
+        if not partitions:
+            return None
+        return starting_offsets(partitions, self.context.progress, self.context.config.spark.start_from)
+
+    def batch_records(self) -> int:
+        return self.context.batch_size.records
+
+    def offset_range(self, partition: int, starting: int) -> tuple[int, int]:
+        return self.member.offset_range(partition, starting)
+
+    def partition_run(self, cause: str | None) -> search.PartitionRun:
+        def run_on(partition: int, first: int, records: int, until: int) -> tuple[int, bool] | None:
+            query_run, error = self.run_query({partition: first}, records, until=(partition, until))
+            if self.stop_requested.is_set():
+                return None
+            stored = self.context.progress.stored().get(partition, first)
+            if stored >= until:
+                return stored, False
+            failure = self.outcome(query_run, error)
+            return (stored, True) if cause is None or failure.cause == cause else None
+        return run_on
+
+    def skip(self, partition: int, offset: int, **why: str) -> None:
+        """Store the offset past one record, unread."""
+        self.context.progress.skip(partition, offset)
+        log("skipped_record", topic=self.topic, partition=partition, offset=offset, **why)

@@ -1,0 +1,34 @@
+"""How the foreachBatch workers size their micro-batches (shared.batch_size)."""
+
+from shared.batch_size import BatchSize
+
+
+def test_a_batch_over_the_budget_makes_the_next_ones_fit_it():
+    size = BatchSize(most_records=2_000_000, budget_bytes=1_000_000)
+    assert size.measured(records=2_000_000, size=4_000_000) is True
+    assert size.records == 500_000
+
+
+def test_a_batch_within_the_budget_changes_nothing_unless_it_could_be_twice_as_large():
+    size = BatchSize(most_records=2_000_000, budget_bytes=1_000_000)
+    size.records = 500_000
+    assert size.measured(records=500_000, size=600_000) is False  # fits 833,333: not worth a new query run
+    assert size.measured(records=200_000, size=20_000) is False  # not half full: the backlog is read, nothing to gain
+    assert size.records == 500_000
+    assert size.measured(records=500_000, size=5_000) is True  # short records: as many as allowed
+    assert size.records == 2_000_000
+
+
+def test_without_a_budget_or_records_the_size_stays():
+    size = BatchSize(most_records=100_000, budget_bytes=None)
+    assert size.measured(records=100_000, size=10**12) is False
+    assert size.records == 100_000
+    size = BatchSize(most_records=100_000, budget_bytes=1)
+    assert size.measured(records=0, size=0) is False
+    assert size.records == 100_000
+
+
+def test_one_record_over_the_budget_still_makes_batches_of_one():
+    size = BatchSize(most_records=100, budget_bytes=1_000)
+    assert size.measured(records=100, size=2_000_000) is True
+    assert size.records == 1

@@ -1,0 +1,114 @@
+"""What each thread may do to a query run (shared.worker.query_run), and
+what every exit path of a worker releases (shared.worker.runner): in-process,
+with stand-ins for Spark's query and progress reports and for the member."""
+
+import json
+import signal
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from shared.config import load
+from shared.worker import Worker, runner
+from shared.worker.lifecycle import Ended
+from shared.worker.query_run import BatchListener, QueryRun, Runs
+
+TOPIC = "t.textlines"
+
+
+class Member:
+    """Records what the listener and the runs hand the group member."""
+
+    def __init__(self):
+        self.reports, self.unread, self.begun, self.closed = [], [], [], False
+
+    def begin_run(self, run_id):
+        self.begun.append(run_id)
+
+    def report(self, run_id, offsets):
+        self.reports.append((run_id, offsets))
+
+    def report_unread(self, ranges):
+        self.unread.append(ranges)
+
+    def close(self):
+        self.closed = True
+
+
+def query(run_id):
+    return SimpleNamespace(runId=run_id, lastProgress=None, isActive=True)
+
+
+def progress(run_id, batch_id, start, end, rows):
+    as_json = lambda offsets: json.dumps({TOPIC: {str(p): o for p, o in offsets.items()}}) if offsets else None
+    return SimpleNamespace(runId=run_id, batchId=batch_id, numInputRows=rows, observedMetrics={},
+                           sink=SimpleNamespace(numOutputRows=-1), durationMs={"triggerExecution": 5},
+                           sources=[SimpleNamespace(startOffset=as_json(start), endOffset=as_json(end),
+                                                    latestOffset=as_json(end))])
+
+
+def started(runs, member, run_id, starting):
+    run = QueryRun("echo", starting)
+    runs.start(run, member, lambda: query(run_id))
+    return run
+
+
+def test_a_late_report_belongs_to_its_own_run_and_does_no_io_on_the_listener_thread(capsys):
+    """A first batch is checked for lost records against where its own run
+    began, even once the next run began elsewhere; the lookup itself is
+    handed to the main thread (the listener must not block)."""
+    runs, member = Runs(), Member()
+    listener = BatchListener("echo", runs, member)
+    started(runs, member, "run-a", {0: 100})
+    started(runs, member, "run-b", {0: 180})  # a rebalance: the next run begins where run a ended
+    # Run a's first batch, reported late: 80 records of 0..180, of which it read 60.
+    listener.batch_done(progress("run-a", 0, None, {0: 180}, rows=60))
+    assert member.unread == [{0: (100, 180)}]  # against run b's offsets it would look complete
+    assert member.reports == [("run-a", {0: 180})]  # the member accepts only the current run's
+    assert "event=batch" in capsys.readouterr().out
+
+
+def test_an_abandoned_batch_writes_no_line_and_hands_no_offsets_over(capsys):
+    runs, member = Runs(), Member()
+    run = started(runs, member, "run-a", {0: 0})
+    run.abandon(0)
+    run.end(Ended.FAILED, RuntimeError("fenced"))
+    run.end(Ended.RESIZED)  # the first reason wins
+    BatchListener("echo", runs, member).batch_done(progress("run-a", 0, None, {0: 10}, rows=10))
+    assert (member.reports, capsys.readouterr().out) == ([], "")
+    assert (run.ending, str(run.error)) == (Ended.FAILED, "fenced")
+
+
+def test_a_services_fields_win_on_the_batch_line(capsys):
+    runs, member = Runs(), Member()
+    run = started(runs, member, "run-a", {0: 0})
+    run.report(0, rows_in=7, counted=6)
+    BatchListener("echo", runs, member).batch_done(progress("run-a", 0, None, {0: 10}, rows=10))
+    line = capsys.readouterr().out
+    assert " rows_in=7 " in line and line.rstrip().endswith("counted=6")
+
+
+@pytest.fixture
+def signal_handlers():
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monkeypatch, signal_handlers):
+    """A bug raised anywhere in a worker's life must not leave the group
+    waiting out the session timeout before another copy takes over."""
+    member, stopped = Member(), threading.Event()
+
+    def add_listener(listener):
+        raise RuntimeError("a bug")
+
+    spark = SimpleNamespace(stop=stopped.set, streams=SimpleNamespace(addListener=add_listener))
+    monkeypatch.setattr(runner.spark_module, "session", lambda *args: spark)
+    monkeypatch.setattr(runner, "join_group", lambda *args: (member, None))
+    worker = Worker(name="echo", topic="textlines", batch_records=10, start_query=lambda *args: None)
+    with pytest.raises(RuntimeError, match="a bug"):
+        runner.run_with(worker, load({"KAFKA_URL": "kafka://127.0.0.1:1"}), threading.Event())
+    assert stopped.is_set() and member.closed
