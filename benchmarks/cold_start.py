@@ -1,0 +1,72 @@
+"""Each worker started cold on a backlog, as a deploy, a restart or a crash
+on a busy stream meets it: from the process's start, the seconds to its
+first committed progress and to the backlog drained, and the rates overall
+and after the first commit. Median of RUNS, each on fresh topics of 4
+partitions, one worker at a time on the 2 cores, on a broker that holds a
+new group's first join 3 s (as Kafka does).
+
+Backlogs (BENCH_COLD_SCALE multiplies them): 400,000 text lines of up to
+100 characters, 2,000,000 words, 800,000 log lines at 5 % failures.
+Kafka Streams' column of docs/benchmarks.md ran the same backlogs.
+"""
+
+import os
+import statistics
+import tempfile
+import time
+
+from benchmarks import aggregator, anomaly_detector, text_processor
+from benchmarks.harness import local_stack, migrated_engine, report, spark_preload, stored_offsets
+from devstack.kafka_io import committed_offsets, end_offsets
+from devstack.local_stack import wait_until
+from devstack.processes import MeasuredWorker
+from services.workers import WORKERS
+from shared.worker import Worker
+
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+PARTITIONS = 4
+SCALE = float(os.environ.get("BENCH_COLD_SCALE", "1"))
+BACKLOGS = {  # worker: (records, how the preload makes them)
+    "text-processor": (400_000, text_processor.spark_lines),
+    "aggregator": (2_000_000, aggregator.realistic_words),
+    "anomaly-detector": (800_000, anomaly_detector.log_lines),
+}
+
+
+def main() -> None:
+    names = os.environ.get("BENCH_COLD_WORKERS", ",".join(BACKLOGS)).split(",")
+    with local_stack(group_join_delay_ms=3000) as stack, tempfile.TemporaryDirectory() as folder:
+        engine = migrated_engine(stack)
+        for name in names:
+            worker = WORKERS[name]
+            count, records = int(BACKLOGS[name][0] * SCALE), BACKLOGS[name][1]
+            runs = [cold_run(stack, engine, folder, worker, count, records, f"cold-{name}-{run}.")
+                    for run in range(RUNS)]
+            report("cold_start", worker=name, records=count, runs=RUNS,
+                   **{f"{key}_median": statistics.median(run[key] for run in runs) for key in runs[0]},
+                   first_commit_s_max=max(run["first_commit_s"] for run in runs))
+
+
+def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, prefix: str) -> dict[str, float]:
+    stack.broker.create_topics(prefix, partitions=PARTITIONS)
+    topic = prefix + worker.topic
+    spark_preload(stack, topic, records, count)
+    group = f"{prefix}{worker.name}-app"
+
+    def progress() -> int:
+        if worker.progress == "postgres":
+            return stored_offsets(engine, group) or 0
+        return sum(committed_offsets(stack, group, topic).values())
+
+    total = sum(end_offsets(stack, topic).values())
+    began = time.monotonic()
+    process = MeasuredWorker(worker.module, stack.environment(prefix), f"{folder}/{prefix}log")
+    wait_until(lambda: progress() > 0, 600, "the first committed progress")
+    first_s = time.monotonic() - began
+    at_first = progress()
+    wait_until(lambda: progress() >= total, 1200, "the backlog drained")
+    drained_s = time.monotonic() - began
+    process.stop()
+    return {"first_commit_s": first_s, "drained_s": drained_s, "per_s": count / drained_s,
+            "per_s_after_first_commit": (total - at_first) / max(drained_s - first_s, 1e-3),
+            "peak_rss_mb": process.peak_rss / 2**20}
