@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Query, Request
 from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from psycopg2.errors import UndefinedTable
 from sqlalchemy import Connection, Engine
@@ -31,6 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.web import queries
 from services.web.health import KafkaUnavailable, WorkerHealth
+from services.web.metrics import CONTENT_TYPE_LATEST as OPENMETRICS
+from services.web.metrics import exposition
 from shared.logs import log
 from shared.outages import is_postgres_outage
 
@@ -142,6 +144,21 @@ def create_app(engine: Engine, health: WorkerHealth, password: str, window_secon
     async def events(request: Request) -> StreamingResponse:
         return StreamingResponse(_updates(request, read, stopping), media_type="text/event-stream")
 
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """The OpenMetrics text: what failed to answer is left out, and said so."""
+        try:
+            workers = await run_in_threadpool(health.read)
+        except KafkaUnavailable:
+            workers = None
+        try:
+            alerts = await read(queries.alert_totals)
+        except DBAPIError as error:
+            if not _not_ready(error):
+                raise
+            alerts = None
+        return Response(exposition(workers, alerts), media_type=OPENMETRICS)
+
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
@@ -159,12 +176,12 @@ def create_app(engine: Engine, health: WorkerHealth, password: str, window_secon
 
     @app.exception_handler(DBAPIError)
     async def postgres_not_ready(request: Request, error: DBAPIError) -> JSONResponse:
+        if not _not_ready(error):
+            raise error
         if is_postgres_outage(error):
             log("postgres_unavailable", path=request.url.path, error=type(error.orig).__name__)
             return JSONResponse({"error": "postgres unavailable"}, status_code=503)
-        if isinstance(error.orig, UndefinedTable):
-            return JSONResponse({"error": "the schema is not migrated yet"}, status_code=503)
-        raise error
+        return JSONResponse({"error": "the schema is not migrated yet"}, status_code=503)
 
     @app.exception_handler(KafkaUnavailable)
     async def kafka_away(request: Request, error: KafkaUnavailable) -> JSONResponse:
@@ -172,6 +189,11 @@ def create_app(engine: Engine, health: WorkerHealth, password: str, window_secon
         return JSONResponse({"error": "kafka unavailable"}, status_code=503)
 
     return BasicAuth(app, password)
+
+
+def _not_ready(error: DBAPIError) -> bool:
+    """Postgres is away, or its schema is not migrated yet: a 503, not a bug."""
+    return is_postgres_outage(error) or isinstance(error.orig, UndefinedTable)
 
 
 def _require_zone(**moments: datetime.datetime | None) -> None:

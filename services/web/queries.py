@@ -36,6 +36,10 @@ ALERTS = text("""
     FROM alert_outbox
     WHERE id > :since_id AND created_at >= :since
     ORDER BY id DESC LIMIT :limit""")
+ALERT_TOTALS = text("""
+    SELECT severity, count(*) AS raised, count(published_at) AS published, count(delivered_at) AS delivered,
+           count(refused_at) AS refused
+    FROM alert_outbox GROUP BY severity ORDER BY severity""")
 # Stored offsets only move forward and alert ids only grow: the offsets' sum
 # changes with every stored batch, the highest id with every new alert.
 PROGRESS_MARKER = text("""
@@ -89,3 +93,8 @@ def _alert(row: Any) -> dict:
 def progress_marker(connection: Connection) -> tuple:
     """Changes whenever a batch is stored in Postgres or an alert is raised."""
     return tuple(connection.execute(PROGRESS_MARKER).one())
+
+
+def alert_totals(connection: Connection) -> list[Any]:
+    """Per severity: alerts raised, published, delivered and refused."""
+    return list(connection.execute(ALERT_TOTALS).all())

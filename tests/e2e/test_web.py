@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import InternalError
 
@@ -154,7 +155,9 @@ def test_the_api_answers_what_postgres_holds(web, database_url):
 
 
 @heroku_like
-def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
+def an_aggregator_42_s_behind(stack, prefix):
+    """7 words on partition 0 of `words` and 3 on partition 1, and a member
+    of the aggregator's group that committed offset 5 of partition 0 42 s ago."""
     produce(stack, prefix + "words", [b"w"] * 7, partition=0)
     produce(stack, prefix + "words", [b"w"] * 3, partition=1)
     kafka = load(stack.environment(prefix)).kafka
@@ -167,6 +170,11 @@ def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
     wait_until(lambda: member.poll(200) is not None and member.assignment(), 60, "the group's assignment")
     committed_at = time.time() - 42
     member.commit({TopicPartition(prefix + "words", 0): OffsetAndMetadata(5, str(int(committed_at * 1000)), -1)})
+    return member
+
+
+def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
+    member = an_aggregator_42_s_behind(stack, prefix)
 
     def aggregator():
         return next(w for w in web.json("/api/health")["workers"] if w["worker"] == "aggregator")
@@ -179,6 +187,33 @@ def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
     member.close()
     others = {w["worker"]: w for w in web.json("/api/health")["workers"]}
     assert others["text-processor"]["copies"] == 0 and others["text-processor"]["last_commit_age_s"] is None
+
+
+def test_metrics_are_what_kafka_and_postgres_hold_in_openmetrics_behind_the_password(
+        web, stack, prefix, database_url):
+    member = an_aggregator_42_s_behind(stack, prefix)
+    store_alert(database_url, "alice", T0, 51, "email", 50, delivered=True)
+    store_alert(database_url, "alice", T0, 101, "urgent", 100)
+    assert web.get("/metrics", password=None)[0] == 401
+
+    def scraped():
+        status, headers, body = web.get("/metrics")
+        assert status == 200 and headers["content-type"].startswith("application/openmetrics-text"), body
+        return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                for family in text_string_to_metric_families(body) for sample in family.samples}
+
+    aggregator = (("worker", "aggregator"),)
+    read = wait_until(lambda: (m := scraped()).get(("streams_copies", aggregator)) == 1 and m, 10, "the member")
+    assert read["streams_committed_offset", (("partition", "0"), *aggregator)] == 5
+    assert read["streams_consumer_lag_records", (("partition", "0"), *aggregator)] == 2
+    assert read["streams_consumer_lag_records", (("partition", "1"), *aggregator)] == 3
+    assert 42 <= read["streams_last_commit_age_seconds", aggregator] < 60
+    assert read["streams_alerts_raised_total", (("severity", "email"),)] == 1
+    assert read["streams_alerts_raised_total", (("severity", "urgent"),)] == 1
+    assert read["streams_alerts_delivered_total", (("channel", "email"), ("severity", "email"))] == 1
+    assert read["streams_alerts_delivered_total", (("channel", "pagerduty"), ("severity", "urgent"))] == 0
+    assert (read["streams_kafka_up", ()], read["streams_postgres_up", ()]) == (1, 1)
+    member.close()
 
 
 @pytest.mark.parametrize("path, problem", [
