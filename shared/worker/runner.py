@@ -150,8 +150,7 @@ class Supervisor:
     def __init__(self, worker: Worker, spark: SparkSession, member: GroupMember, context: Context,
                  runs: Runs) -> None:
         self.worker, self.spark, self.member, self.context, self.runs = worker, spark, member, context, runs
-        assert context.config.kafka is not None  # load() requires it
-        self.kafka = context.config.kafka
+        self.kafka = context.kafka
         self.topic = member.topic
         self.stop_requested = context.stop_requested
 
@@ -203,7 +202,7 @@ class Supervisor:
         assert query is not None
         while (query.isActive and query_run.ending is None and not self.stop_requested.is_set()
                and not (until and (query_run.stored_end() or {}).get(until[0], -1) >= until[1])):
-            self.member.poll(0.1)
+            self.member.poll(0.1 if until else 0.5)  # a search's runs are short: notice their end sooner
         if query.isActive:
             stop_gracefully(query)
         return query.exception()  # None unless the query failed
