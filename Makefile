@@ -35,7 +35,7 @@ jars/spark-connector/.fetched: jvm/spark-connector.lock bin/fetch-connector-jars
 	bin/fetch-connector-jars jars/spark-connector
 	touch $@
 
-# The local broker (Kafka 3.7, KRaft), for tests and `make run`.
+# The local broker (Kafka 3.9, KRaft), for tests and `make run`.
 jars/kafka-broker/.fetched: jvm/kafka-broker/pom.xml jvm/settings.xml
 	rm -rf jars/kafka-broker
 	$(MVN) -f jvm/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime \

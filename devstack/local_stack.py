@@ -1,6 +1,6 @@
 """A local Kafka broker and Postgres, for the tests and for `make run`.
 
-The broker is Apache Kafka 3.7 (the version Heroku runs) in KRaft mode, from
+The broker is Apache Kafka 3.9 (the version Heroku offers) in KRaft mode, from
 the jars `make jars` fetched, with automatic topic creation off as on Heroku.
 In the Heroku-like mode its clients must connect over TLS with a client
 certificate (the broker's certificate does not name the host they dial), and

@@ -80,10 +80,13 @@ def test_java_and_python_versions_are_pinned_and_agree():
     assert runtime == "python-" + (ROOT / ".python-version").read_text().strip()
 
 
-def test_compose_runs_kafka_37_postgres_the_topics_and_the_procfiles_workers():
+def test_compose_runs_the_tests_kafka_39_postgres_the_topics_and_the_procfiles_workers():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert services["kafka"]["image"].startswith("apache/kafka:3.7.")
+    broker = re.search(r"<artifactId>kafka_2.13</artifactId>\s*<version>([\d.]+)</version>",
+                       (ROOT / "jvm" / "kafka-broker" / "pom.xml").read_text())[1]
+    assert broker.startswith("3.9.")  # the version Apache Kafka on Heroku offers
+    assert services["kafka"]["image"] == services["topics"]["image"] == f"apache/kafka:{broker}"
     assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert services["kafka"]["environment"]["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
     assert services["postgres"]["image"].startswith("postgres:")
