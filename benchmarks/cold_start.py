@@ -55,7 +55,7 @@ def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, pr
 
     def progress() -> int:
         if worker.progress == "postgres":
-            return stored_offsets(engine, group) or 0
+            return int(stored_offsets(engine, group) or 0)
         return sum(committed_offsets(stack, group, topic).values())
 
     total = sum(end_offsets(stack, topic).values())

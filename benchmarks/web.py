@@ -64,6 +64,7 @@ def paths(rng):
         "alerts_latest": lambda: "/api/alerts?limit=50",
         "alerts_since": lambda: f"/api/alerts?since={iso(START + rng.randrange(ALERTS) * 6)}&limit=50",
         "health": lambda: "/api/health",
+        "metrics": lambda: "/metrics",
     }
 
 
