@@ -80,7 +80,10 @@ def test_every_path_and_make_target_a_doc_names_exists(doc: Path):
             missing.append(name)
     assert missing == []
     targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
-    assert sorted(set(re.findall(r"\bmake ([a-z][\w-]*)", text)) - targets) == []
+    # `make X` in code: backticks, or a command line of an indented block.
+    named = set(re.findall(r"`make ([a-z][\w-]*)", text)) | set(re.findall(r"^ {4}make ([a-z][\w-]*)", text, re.M))
+    assert {"test", "bench"} & named or doc.name != "README.md"
+    assert sorted(named - targets) == []
 
 
 def test_the_readme_is_read_in_five_minutes():
