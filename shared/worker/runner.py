@@ -157,8 +157,7 @@ class Supervisor:
     def run(self) -> None:
         history = History()
         while (partitions := self.member.wait_for_partitions()) is not None:
-            starting = starting_offsets(partitions, self.context.progress, self.context.config.spark.start_from)
-            query_run, error = self.run_query(starting, self.context.batch_size.records)
+            query_run, error = self.run_query(self.resume_from(partitions), self.context.batch_size.records)
             ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)
             while True:
@@ -215,13 +214,15 @@ class Supervisor:
             return RunEnded(ending)
         return errors.failed(query_run.error or error, query_run.stored_a_batch())
 
+    def resume_from(self, partitions: tuple[int, ...]) -> Offsets:
+        """Where a run on `partitions` begins: the stored offsets."""
+        return starting_offsets(partitions, self.context.progress, self.context.config.spark.start_from)
+
     # What shared.worker.search needs.
 
     def search_from(self) -> Offsets | None:
         partitions = self.member.partitions
-        if not partitions:
-            return None
-        return starting_offsets(partitions, self.context.progress, self.context.config.spark.start_from)
+        return self.resume_from(partitions) if partitions else None
 
     def batch_records(self) -> int:
         return self.context.batch_size.records
