@@ -30,7 +30,7 @@ the failures in a row):
                                                └──none──> as any FAILED
     FAILED, 3rd in a row, a record's error ─> Search ──skipped──> Resume (next failure searches at once)
                                                 └──none──> BackOff
-    FAILED otherwise ─────────────────────> BackOff(1, 2, 4 ... 30 s) -> Resume
+    FAILED otherwise ─────────────────────> BackOff(2, 4, 8 ... 30 s) -> Resume
 
 Who owns what:
 
