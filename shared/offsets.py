@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 Offsets = dict[int, int]  # partition -> next offset
+EARLIEST, LATEST = -2, -1  # Spark's startingOffsets for a partition with no stored offset
 Ranges = dict[int, tuple[int, int]]  # partition -> (first offset, next offset)
 
 

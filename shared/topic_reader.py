@@ -17,9 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
 from shared.config import KafkaConfig
-from shared.offsets import Offsets
-
-EARLIEST, LATEST = -2, -1  # as Spark's startingOffsets name them
+from shared.offsets import EARLIEST, LATEST, Offsets
 
 
 class TopicReader:

@@ -28,7 +28,7 @@ from kafka.structs import OffsetAndMetadata
 
 from shared.config import KafkaConfig
 from shared.logs import log
-from shared.offsets import Offsets, Ranges
+from shared.offsets import LATEST, Offsets, Ranges
 from shared.outages import kafka_outage
 
 # Above the longest graceful stop of a query (shared.worker.query_run):
@@ -139,14 +139,14 @@ class GroupMember(ConsumerRebalanceListener):
 
     def offset_range(self, partition: int, starting: int) -> tuple[int, int]:
         """(first, end): the offsets of `partition` from `starting` (an
-        offset, or -2 for the earliest, -1 for the latest) to its end."""
+        offset, or EARLIEST or LATEST) to its end."""
         tp = TopicPartition(self.topic, partition)
 
         def read() -> tuple[int, int]:
             end = self._consumer.end_offsets([tp])[tp]
             if starting >= 0:
                 return starting, end
-            return (end if starting == -1 else self._consumer.beginning_offsets([tp])[tp]), end
+            return (end if starting == LATEST else self._consumer.beginning_offsets([tp])[tp]), end
         return self._outage.retry(read)
 
     def close(self) -> None:

@@ -17,12 +17,11 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, text
 
 from shared.logs import log
-from shared.offsets import Offsets, Ranges
+from shared.offsets import EARLIEST, LATEST, Offsets, Ranges
 from shared.outages import postgres_outage
 from shared.worker.group_member import GroupMember
 
 T = TypeVar("T")
-EARLIEST, LATEST = -2, -1  # Spark's startingOffsets for a partition never stored
 
 
 class ProgressStore(Protocol):

@@ -34,8 +34,7 @@ KEPT_RUNS = 8  # late reports name a recent run; older ones are forgotten
 
 
 class QueryRun:
-    def __init__(self, app: str, starting_offsets: Offsets) -> None:
-        self.app = app
+    def __init__(self, starting_offsets: Offsets) -> None:
         self.starting_offsets = starting_offsets  # {partition: next offset, or -2/-1}
         self.query: StreamingQuery | None = None
         self._lock = threading.Lock()

@@ -181,7 +181,7 @@ class Supervisor:
         (or, given `until` = (partition, offset), stored what is before that
         offset). Returns the run and the error the query failed with, if any."""
         worker = self.worker
-        query_run = QueryRun(worker.name, starting)
+        query_run = QueryRun(starting)
         source = spark_module.kafka_stream(self.spark, self.kafka, worker.topic, worker.name, starting, records,
                                            worker.read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:

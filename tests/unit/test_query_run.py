@@ -49,7 +49,7 @@ def progress(run_id, batch_id, start, end, rows):
 
 
 def started(runs, member, run_id, starting):
-    run = QueryRun("echo", starting)
+    run = QueryRun(starting)
     runs.start(run, member, lambda: query(run_id))
     return run
 
