@@ -61,10 +61,6 @@ class GroupMember(ConsumerRebalanceListener):
             group_id=self.group_id, enable_auto_commit=False,
             session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
             **kafka.kafka_python_kwargs()))
-        # The topic's partitions known before the first join: a member that
-        # joins first is assigned none, and kafka-python's rejoin when the
-        # metadata arrives was once seen not to come.
-        self._outage.retry(lambda: self._consumer.partitions_for_topic(self.topic))
         self._consumer.subscribe([self.topic], listener=self)
 
     # The main thread's loop.
