@@ -21,6 +21,8 @@ from shared.events import place_value
 
 PREFIX = "bench."
 VOCABULARY = 50_000
+# Event times an hour ago, a minute's start: within the workers' retention.
+T0_MS = (int(time.time()) // 60 * 60 - 3600) * 1000
 PROBES, PROBE_RATE = 200, 10  # probe words, per second
 
 
@@ -33,7 +35,7 @@ def realistic_words(ids):
     else:
         rank = F.floor(F.pow(F.rand(7), 3) * VOCABULARY).cast("int")
         word = F.concat(F.lit("w"), rank.cast("string")).cast("binary")
-    on_time_ms = F.lit(1_795_000_200_000) + F.floor(F.col("id") / 300)
+    on_time_ms = F.lit(T0_MS) + F.floor(F.col("id") / 300)
     late_ms = F.when(F.col("id") % 100 == 0, F.floor(F.rand(9) * 60_000)).otherwise(0)
     event_ms = on_time_ms - late_ms
     # A header as the text processor writes it: each preload task plays a

@@ -16,6 +16,9 @@ from devstack.local_stack import ROOT, LocalStack
 from devstack.postgres import postgres_url
 from devstack.processes import WorkerProcesses
 
+# Their asserts explain themselves as a test's own do.
+pytest.register_assert_rewrite("tests.pipeline", "tests.checks")
+
 # The tests' Spark drivers compile with C1 alone: they live for minutes over
 # small inputs, where C2's compiling costs more than it gains. Measured on
 # one pipeline test (three drivers): 151 CPU seconds of the 2 cores with C2,

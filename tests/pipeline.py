@@ -7,8 +7,8 @@ from collections import Counter
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import wait_until
 from devstack.postgres import stored_offsets, windowed_counts
+from tests.clock import T0_MS
 
-T0_MS = 1_795_000_200_000  # the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "東京", "café"]
 # Lines a text processor batch holds: large enough that writing one takes
 # seconds, so a fault lands inside it.

@@ -14,8 +14,8 @@ from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import wait_until
 from devstack.postgres import stored_offsets, window_totals, windowed_counts
 from tests.checks import heroku_like
+from tests.clock import T0
 
-T0 = 1_795_000_200  # a multiple of 10: the start of a window
 VOCABULARY = ["alpha", "beta", "gamma", "δέλτα", "東京", "x"]
 
 
@@ -220,7 +220,7 @@ def test_two_copies_at_once_still_count_each_word_once(stack, prefix, database_u
 
 def test_windows_older_than_the_retention_are_deleted_and_newer_ones_kept(stack, prefix, database_url, workers):
     now_ms = int(time.time() * 1000)
-    old = [(word, T0 * 1000, T0 * 1000) for word in VOCABULARY]  # days ago
+    old = [(word, T0 * 1000, T0 * 1000) for word in VOCABULARY]  # two hours ago
     new = [(word, now_ms, now_ms) for word in VOCABULARY]
     send(stack, prefix, old + new)
     workers.start("services.aggregator", RETENTION_HOURS="1")

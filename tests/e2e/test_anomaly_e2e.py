@@ -15,8 +15,9 @@ from devstack.local_stack import wait_until
 from devstack.postgres import query, stored_offsets
 from tests.channel_servers import EventsApiServer, SmtpServer
 from tests.checks import assert_no_secret_in, heroku_like
+from tests.clock import T0
 
-T0 = 1_795_000_200  # window A starts here; window B 10 s later
+# T0: window A starts there; window B 10 s later
 FAILURES_IN_A = {"u150": 150, "u101": 101, "u100": 100, "u60": 60, "u51": 51, "u50": 50, "split": 60}
 EXPECTED = {
     ("u150", T0, "email"), ("u150", T0, "urgent"), ("u101", T0, "email"), ("u101", T0, "urgent"),

@@ -9,9 +9,9 @@ from kafka import KafkaConsumer
 from devstack.kafka_io import committed_offsets, end_offsets, event_millis, produce, read_all
 from devstack.local_stack import wait_until
 from tests.checks import assert_no_stack_trace, heroku_like
+from tests.clock import T0_MS
 from tests.tokens import HARD_LINES, oracle
 
-BASE_MS = 1_795_000_000_000  # 2026-11-18
 ONE_MB_LINE = ("abcdefghi " * 100_000).encode()  # 1,000,000 bytes, 100,000 words
 ONE_MB_WORD = b"y" * 1_000_000  # as a record, twice Kafka's 1 MB limit: skipped
 
@@ -25,7 +25,7 @@ def all_processed(stack, prefix):
 def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers):
     values = [line.encode() for line in HARD_LINES] + [
         b"\xff\xfe broken \xc3\x28 bytes", None, ONE_MB_LINE, ONE_MB_WORD, b"after the big one"]
-    timestamps = [BASE_MS + 1_000 * i for i in range(len(values))]
+    timestamps = [T0_MS + 1_000 * i for i in range(len(values))]
     produce(stack, prefix + "textlines", values, timestamps)
     expected = Counter()
     for value, timestamp in zip(values, timestamps, strict=True):

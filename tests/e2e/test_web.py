@@ -27,9 +27,10 @@ from devstack.postgres import postgres_url, stored_offsets
 from services.web.__main__ import read_only_engine
 from shared.config import load
 from tests.checks import heroku_like
+from tests.clock import T0
 
 PASSWORD = "pw-" + secrets.token_hex(8)
-T0 = 1_795_000_000  # 2026-11-18, a multiple of 10: every window here is complete
+# Every window at T0 is complete.
 
 
 @dataclass
@@ -342,7 +343,8 @@ def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
         page.wait_for_selector('#top-chart g[data-word="zeta"]')
         assert bar_labels(page) == [["zeta", "30"], ["alpha", "7"], ["beta", "2"]]
         page.wait_for_selector("#alerts tr")
-        assert page.inner_text("#alerts tr").split("\t") == ["mallory", "11:06:40–11:06:50", "101", "urgent",
+        window = "–".join(time.strftime("%H:%M:%S", time.gmtime(t)) for t in (T0, T0 + 10))  # in UTC
+        assert page.inner_text("#alerts tr").split("\t") == ["mallory", window, "101", "urgent",
                                                              "pending (pagerduty)"]
         # Locators, not wait_for_function: the page's CSP forbids the eval that one polls with.
         page.locator("#health tr", has_text="aggregator").wait_for()

@@ -10,9 +10,9 @@ from services.aggregator.topology import run_thresholds
 from shared.events import EVENT_TIME_DIGITS, PLACE_FIELDS
 from shared.migrations import migrate
 from shared.worker.progress import engine_for
+from tests.clock import T0
 
 UTC = datetime.timezone.utc
-T0 = 1_795_000_200  # an epoch second that is a multiple of 10 and 60
 SCHEMA = ("value binary, timestamp timestamp, headers array<struct<key:string,value:binary>>, "
           "partition int, offset long")
 

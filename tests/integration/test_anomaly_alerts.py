@@ -16,9 +16,12 @@ from services.anomaly_detector.alerts import KEEP_WINDOWS_SECONDS, AlertPublishe
 from shared.config import load
 from shared.migrations import migrate
 from shared.worker.progress import engine_for
+from tests import clock
+
+# A day before the tests' recent window: its windows are the ones a day too old.
+T0 = clock.T0 - KEEP_WINDOWS_SECONDS
 
 CONFIG = SimpleNamespace(email_threshold=50, urgent_threshold=100, window_seconds=10)
-T0 = 1_795_000_000  # a window start
 
 
 @pytest.fixture

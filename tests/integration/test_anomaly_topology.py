@@ -5,8 +5,7 @@ import datetime
 import pytest
 
 from services.anomaly_detector.topology import NO_USER, ROW_OVERHEAD_BYTES, counts_part, failed_logins, summary
-
-T0 = 1_795_000_200  # a multiple of 10
+from tests.clock import T0
 
 
 def lines_frame(spark, lines, seconds=None):

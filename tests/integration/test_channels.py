@@ -16,8 +16,8 @@ from services.anomaly_detector.channels import ChannelDelivery, Email, PagerDuty
 from shared.migrations import migrate
 from shared.worker.progress import engine_for
 from tests.channel_servers import EventsApiServer, SmtpServer
+from tests.clock import T0
 
-T0 = 1_795_000_000
 ALERT = json.loads(payload("alice", T0, 10, 60, "email", 50))
 HOSTILE_USERS = ["eve\r\nBcc: everyone@example.test", "line\u2028separator", "tab\tand\u200bzero-width",
                  "x" * 300, "ünïcødé 東京"]
