@@ -8,8 +8,12 @@ from devstack.local_stack import wait_until
 from shared.events import PLACE_DIGITS, PLACE_HEADER
 
 
-def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None, partition=None):
-    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, max_request_size=2_000_000)
+def produce(stack, topic, values, timestamps_ms=None, key=None, headers=None, partition=None, at_once=False):
+    """`at_once`, with a `partition`: the records go as one record batch,
+    which a reader (a worker's micro-batch) sees whole or not at all."""
+    # Held back until the flush, which sends them in one batch of up to 1 MB.
+    held = {"linger_ms": 60_000, "batch_size": 1_000_000} if at_once else {}
+    producer = KafkaProducer(bootstrap_servers=stack.broker.bootstrap, max_request_size=2_000_000, **held)
     for index, value in enumerate(values):
         if isinstance(value, str):
             value = value.encode()

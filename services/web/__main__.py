@@ -3,6 +3,7 @@
 import os
 import signal
 import threading
+import time
 from collections.abc import Mapping
 from types import FrameType
 
@@ -10,7 +11,8 @@ import uvicorn
 from sqlalchemy import Engine, create_engine
 
 from services.web.app import create_app
-from services.web.health import WorkerHealth
+from services.web.health import KafkaUnavailable, WorkerHealth
+from services.web.history import History
 from shared import background
 from shared import config as config_module
 from shared.config import ConfigError
@@ -68,6 +70,15 @@ def password_and_port(environ: Mapping[str, str]) -> tuple[str, int]:
     return password, int(port)
 
 
+def sample(health: WorkerHealth, history: History) -> None:
+    """One sample of each worker's health for the charts; a gap while Kafka is away."""
+    try:
+        workers = health.read()
+    except KafkaUnavailable:
+        workers = None
+    history.add(time.time(), workers)
+
+
 def main() -> None:
     password, port = password_and_port(os.environ)
     config = config_module.load(needs_database=True)
@@ -80,7 +91,10 @@ def main() -> None:
     engine = read_only_engine(config.database_url)
     assert config.kafka is not None  # load() parsed it (needs_kafka)
     health = WorkerHealth(config.kafka)
-    app = create_app(engine, health, password, config.window_seconds, stopping)
+    history = History()
+    background.every(history.every_s, lambda: sample(health, history), name="history",
+                     failure_event="history_failed", stop_requested=stopping)
+    app = create_app(engine, health, history, password, config.window_seconds, stopping)
     log("start", app="web", port=port)
     Server(stopping, uvicorn.Config(
         app, host="0.0.0.0", port=port, access_log=False, log_level="warning",  # noqa: S104 - Heroku's router

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.web import queries
 from services.web.health import KafkaUnavailable, WorkerHealth
+from services.web.history import History
 from services.web.metrics import CONTENT_TYPE_LATEST as OPENMETRICS
 from services.web.metrics import exposition
 from shared.logs import log
@@ -73,10 +74,10 @@ class BadRequest(Exception):
     """A parameter FastAPI's types let through but the query cannot take."""
 
 
-def create_app(engine: Engine, health: WorkerHealth, password: str, window_seconds: int,
+def create_app(engine: Engine, health: WorkerHealth, history: History, password: str, window_seconds: int,
                stopping: threading.Event) -> "BasicAuth":
-    """The ASGI app over a read-only `engine` and the workers' `health`; its
-    event streams end once `stopping` is set. Endpoints answer JSONResponse
+    """The ASGI app over a read-only `engine`, the workers' `health` and its
+    `history`; its event streams end once `stopping` is set. Endpoints answer JSONResponse
     themselves: FastAPI's encoder took 100 ms for a day of windows."""
     app = FastAPI(title="Dashboard API", version="1", docs_url=None, redoc_url=None,
                   openapi_url="/api/openapi.json",
@@ -101,10 +102,16 @@ def create_app(engine: Engine, health: WorkerHealth, password: str, window_secon
 
     @app.get("/api/top-words", summary="The words counted most in a window or a range of windows")
     async def top_words(start: datetime.datetime | None = From, end: datetime.datetime | None = To,
+                        minutes: int | None = Query(None, ge=1, le=15),
                         limit: int = Query(10, ge=1, le=100)) -> JSONResponse:
-        """The windows that start in [from, to), at most 15 minutes; without
-        `from` and `to`, the latest complete window."""
+        """The windows that start in [from, to), at most 15 minutes; or those
+        of the last `minutes` up to the end of the latest complete window;
+        with neither, the latest complete window."""
+        if minutes is not None and (start or end):
+            raise BadRequest("give from and to, or minutes")
         start, end = _checked_range(start, end, TOP_WORDS_RANGE) or await latest_window()
+        if minutes is not None and end is not None:
+            start = end - datetime.timedelta(minutes=minutes)
         words = [] if start is None or end is None else await read(lambda c: queries.top_words(c, start, end, limit))
         return JSONResponse({"from": queries.iso(start), "to": queries.iso(end), "words": words})
 
@@ -139,6 +146,16 @@ def create_app(engine: Engine, health: WorkerHealth, password: str, window_secon
     @app.get("/api/health", summary="Each worker's consumer group: lag, copies, last commit")
     async def worker_health() -> JSONResponse:
         return JSONResponse({"workers": await run_in_threadpool(health.read)})
+
+    @app.get("/api/history", summary="Each worker's lag and batch durations over the last hour")
+    async def worker_history() -> JSONResponse:
+        """Sampled from Kafka by this web process every `every_s`: a restarted
+        one begins an empty hour. A lag of null: Kafka did not answer."""
+        return JSONResponse({"every_s": history.every_s, "span_s": history.span_s, "workers": [
+            {"worker": worker["worker"],
+             "lag": [{"at": _iso(at), "lag": lag} for at, lag in worker["lag"]],
+             "batches": [{"at": _iso(at), "batch_ms": batch_ms} for at, batch_ms in worker["batches"]]}
+            for worker in history.read()]})
 
     @app.get("/api/events", summary="Server-Sent Events: `update` when new results are stored")
     async def events(request: Request) -> StreamingResponse:
@@ -244,6 +261,10 @@ async def _updates(request: Request, read: Callable[[Callable[[Connection], Any]
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _iso(epoch_s: float) -> str | None:
+    return queries.iso(datetime.datetime.fromtimestamp(epoch_s, datetime.timezone.utc))
 
 
 class BasicAuth:

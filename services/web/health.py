@@ -1,10 +1,11 @@
 """Each worker's health, as its consumer group shows it in Kafka.
 
 Every worker commits the offsets each micro-batch reached to its group
-(shared/worker/group_member.py), with the commit's time in epoch milliseconds as
-the offsets' metadata. So Kafka alone tells, per worker: its lag per
-partition (the topic's end offset minus the committed one), how many copies
-are in the group, and how long ago a batch was last committed.
+(shared/worker/group_member.py), with the commit's time and the batch's
+duration as the offsets' metadata (shared/commit_note.py). So Kafka alone
+tells, per worker: its lag per partition (the topic's end offset minus the
+committed one), how many copies are in the group, how long ago a batch was
+last committed and how long it took.
 """
 
 import threading
@@ -16,6 +17,7 @@ from kafka.admin import OffsetSpec
 from kafka.errors import KafkaError
 
 from services.workers import WORKERS
+from shared import commit_note
 from shared.config import KafkaConfig
 
 WORKER_INPUTS = {worker.name: worker.topic for worker in WORKERS.values()}
@@ -84,13 +86,15 @@ class WorkerHealth:
 def _worker(app: str, group: str, topic: str, partitions: list[TopicPartition], ends: dict[TopicPartition, Any],
             committed: dict[TopicPartition, Any], copies: int) -> dict[str, Any]:
     """One worker's health from its group's committed offsets and the end offsets."""
-    rows, commit_times = [], []
+    rows, commits = [], []
     for tp in partitions:
         end, mark = ends[tp].offset, committed.get(tp)
         offset = mark.offset if mark is not None and mark.offset >= 0 else None
         rows.append({"partition": tp.partition, "committed": offset, "end": end, "lag": end - (offset or 0)})
-        if mark is not None and mark.metadata.isdigit():
-            commit_times.append(int(mark.metadata) / 1000)
+        if mark is not None and (note := commit_note.read(mark.metadata))[0] is not None:
+            commits.append(note)
+    last_at, last_batch_ms = max(commits, key=lambda note: note[0] or 0) if commits else (None, None)
     return {"worker": app, "group": group, "topic": topic,
             "copies": copies, "lag": sum(row["lag"] for row in rows), "partitions": rows,
-            "last_commit_age_s": round(time.time() - max(commit_times), 1) if commit_times else None}
+            "last_commit_at": last_at, "last_batch_ms": last_batch_ms,
+            "last_commit_age_s": None if last_at is None else round(time.time() - last_at, 1)}

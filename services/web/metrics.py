@@ -53,16 +53,20 @@ def _worker_families(workers: list[dict[str, Any]]) -> Iterable[Metric]:
     copies = GaugeMetricFamily("streams_copies", "Members of the worker's consumer group", labels=["worker"])
     age = GaugeMetricFamily("streams_last_commit_age_seconds", "Seconds since the group last committed a batch",
                             labels=["worker"])
+    took = GaugeMetricFamily("streams_last_batch_seconds", "How long the last committed batch took",
+                             labels=["worker"])
     for worker in workers:
         name = worker["worker"]
         copies.add_metric([name], worker["copies"])
         if worker["last_commit_age_s"] is not None:
             age.add_metric([name], worker["last_commit_age_s"])
+        if worker["last_batch_ms"] is not None:
+            took.add_metric([name], worker["last_batch_ms"] / 1000)
         for row in worker["partitions"]:
             lag.add_metric([name, str(row["partition"])], row["lag"])
             if row["committed"] is not None:
                 committed.add_metric([name, str(row["partition"])], row["committed"])
-    return lag, committed, copies, age
+    return lag, committed, copies, age, took
 
 
 def _alert_families(alerts: list[Any]) -> Iterable[Metric]:

@@ -26,6 +26,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from shared import commit_note
 from shared.config import KafkaConfig
 from shared.logs import log
 from shared.offsets import LATEST, Offsets, Ranges
@@ -54,6 +55,7 @@ class GroupMember(ConsumerRebalanceListener):
         # what to commit next, and ranges to look up for lost records.
         self._accepting: str | None = None
         self._pending: Offsets = {}
+        self._batch_ms: int | None = None  # how long the batch whose offsets are pending took
         self._unread: list[Ranges] = []
         self._commits_failing = False  # one line for a run of failed commits, not one per batch
         self._outage = kafka_outage(stop_requested)
@@ -130,10 +132,10 @@ class GroupMember(ConsumerRebalanceListener):
         STOP_STEP_TIMEOUT_MS (the next owner repeats what a failed commit
         missed, as after a crash)."""
         with self._lock:
-            pending, self._pending = self._pending, {}
+            pending, self._pending, batch_ms, self._batch_ms = self._pending, {}, self._batch_ms, None
         if pending:
             try:
-                self._consumer.commit(self._offsets(pending), timeout_ms=STOP_STEP_TIMEOUT_MS)
+                self._consumer.commit(self._offsets(pending, batch_ms), timeout_ms=STOP_STEP_TIMEOUT_MS)
             except KafkaError as error:
                 self._commit_done(None, error)
 
@@ -159,11 +161,12 @@ class GroupMember(ConsumerRebalanceListener):
 
     # Called on Spark's listener thread: they only hand over, never block.
 
-    def report(self, run_id: str, offsets: Offsets) -> None:
-        """A batch of run `run_id` stored, ending at `offsets`."""
+    def report(self, run_id: str, offsets: Offsets, batch_ms: int) -> None:
+        """A batch of run `run_id` stored, ending at `offsets`, in `batch_ms`."""
         with self._lock:
             if self._accepting == run_id:
                 self._pending.update(offsets)
+                self._batch_ms = batch_ms
 
     def report_unread(self, ranges: Ranges) -> None:
         """A batch covered `ranges` but read fewer records: which of them
@@ -191,9 +194,9 @@ class GroupMember(ConsumerRebalanceListener):
 
     def _flush(self) -> None:
         with self._lock:
-            pending, self._pending = self._pending, {}
+            pending, self._pending, batch_ms, self._batch_ms = self._pending, {}, self._batch_ms, None
         if pending:
-            self._consumer.commit_async(self._offsets(pending), callback=self._commit_done)
+            self._consumer.commit_async(self._offsets(pending, batch_ms), callback=self._commit_done)
 
     def _report_data_lost(self, ranges: Ranges) -> None:
         """Log `event=data_lost` for the records of `ranges` ({partition:
@@ -217,9 +220,9 @@ class GroupMember(ConsumerRebalanceListener):
             log("commit_failed", error=type(result).__name__)
         self._commits_failing = failed
 
-    def _offsets(self, offsets: Offsets) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Kafka's form of {partition: next offset}; each commit's metadata
-        is its time in epoch milliseconds (the dashboard shows its age)."""
-        committed_at = str(int(time.time() * 1000))
-        return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, committed_at, -1)
+    def _offsets(self, offsets: Offsets, batch_ms: int | None) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Kafka's form of {partition: next offset}, with the commit's time
+        and the batch's duration as metadata (shared.commit_note)."""
+        note = commit_note.write(int(time.time() * 1000), batch_ms)
+        return {TopicPartition(self.topic, partition): OffsetAndMetadata(offset, note, -1)
                 for partition, offset in offsets.items()}

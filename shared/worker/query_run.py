@@ -176,10 +176,10 @@ class BatchListener(StreamingQueryListener):
         fields = run.batch_done(progress) if run else None
         if run is None or fields is None:
             return
-        self.member.report(run_id, end_offsets(progress))
+        line = {**batch_fields(self.app, progress), **fields}
+        self.member.report(run_id, end_offsets(progress), line["duration_ms"])
         if unread := unread_ranges(progress, run.starting_offsets):
             self.member.report_unread(unread)
-        line = {**batch_fields(self.app, progress), **fields}
         log("batch", **line, **l2met(self.app, line))
 
 

@@ -41,9 +41,9 @@ def log_lines(seed=5):
     return lines
 
 
-def send(stack, prefix, lines):
+def send(stack, prefix, lines, **how):
     produce(stack, prefix + "loglines", [text for text, _ in lines],
-            timestamps_ms=[ms for _, ms in lines])
+            timestamps_ms=[ms for _, ms in lines], **how)
 
 
 def all_done(stack, prefix, database_url):
@@ -150,11 +150,13 @@ def test_two_copies_at_once_raise_each_alert_once(stack, prefix, database_url, r
 
 def test_a_line_stamped_two_days_ahead_neither_counts_nor_wipes_the_window_filling_now(
         stack, prefix, database_url, release, workers):
-    """45 failures, one line two days ahead, 45 more, each in its own batch."""
+    """45 failures, one line two days ahead, 45 more, each in its own batch
+    (each sent whole: a batch taking part of one would alert at its count)."""
     now_ms = int(time.time() * 1000)
     worker = workers.start("services.anomaly_detector")
     for number, (count, at_ms) in enumerate([(45, now_ms), (1, now_ms + 2 * 86_400_000), (45, now_ms)]):
-        send(stack, prefix, [(f"user_id: alice | action: login failed | try {i}", at_ms) for i in range(count)])
+        send(stack, prefix, [(f"user_id: alice | action: login failed | try {i}", at_ms) for i in range(count)],
+             partition=0, at_once=True)
         wait_until(lambda: len(worker.log_lines("batch")) > number, 240, f"batch {number}")
     wait_until(lambda: all_done(stack, prefix, database_url), 60, "the alert published")
     batches = worker.log_lines("batch")

@@ -25,12 +25,12 @@ from devstack.kafka_io import produce
 from devstack.local_stack import ROOT, wait_until
 from devstack.postgres import postgres_url, stored_offsets
 from services.web.__main__ import read_only_engine
+from shared import commit_note
 from shared.config import load
 from tests.checks import heroku_like
 from tests.clock import T0
 
 PASSWORD = "pw-" + secrets.token_hex(8)
-# Every window at T0 is complete.
 
 
 @dataclass
@@ -134,6 +134,10 @@ def test_the_api_answers_what_postgres_holds(web, database_url):
                                {"word": "beta", "count": 2}]
     both = web.json(f"/api/top-words?from={iso(T0)}&to={iso(T0 + 20)}&limit=2")
     assert both["words"] == [{"word": "zeta", "count": 30}, {"word": "alpha", "count": 12}]
+    minute = web.json("/api/top-words?minutes=1&limit=3")  # the minute up to the latest window's end
+    assert (minute["from"], minute["to"]) == (iso(T0 + 20 - 60), iso(T0 + 20))
+    assert minute["words"] == [{"word": "zeta", "count": 30}, {"word": "alpha", "count": 12},
+                               {"word": "beta", "count": 11}]
 
     series = web.json("/api/words/alpha/series")
     assert (series["from"], series["to"]) == (iso(T0 + 20 - 3600), iso(T0 + 20))
@@ -170,7 +174,8 @@ def an_aggregator_42_s_behind(stack, prefix):
     member.subscribe([prefix + "words"])
     wait_until(lambda: member.poll(200) is not None and member.assignment(), 60, "the group's assignment")
     committed_at = time.time() - 42
-    member.commit({TopicPartition(prefix + "words", 0): OffsetAndMetadata(5, str(int(committed_at * 1000)), -1)})
+    note = commit_note.write(int(committed_at * 1000), batch_ms=1250)  # as a worker's batch commits
+    member.commit({TopicPartition(prefix + "words", 0): OffsetAndMetadata(5, note, -1)})
     return member
 
 
@@ -184,7 +189,7 @@ def test_the_health_is_what_the_groups_hold_in_kafka(web, stack, prefix):
     assert health["group"] == prefix + "aggregator-app" and health["copies"] == 1
     assert health["partitions"] == [{"partition": 0, "committed": 5, "end": 7, "lag": 2},
                                     {"partition": 1, "committed": None, "end": 3, "lag": 3}]
-    assert health["lag"] == 5 and 42 <= health["last_commit_age_s"] < 60
+    assert health["lag"] == 5 and 42 <= health["last_commit_age_s"] < 60 and health["last_batch_ms"] == 1250
     member.close()
     others = {w["worker"]: w for w in web.json("/api/health")["workers"]}
     assert others["text-processor"]["copies"] == 0 and others["text-processor"]["last_commit_age_s"] is None
@@ -209,6 +214,7 @@ def test_metrics_are_what_kafka_and_postgres_hold_in_openmetrics_behind_the_pass
     assert read["streams_consumer_lag_records", (("partition", "0"), *aggregator)] == 2
     assert read["streams_consumer_lag_records", (("partition", "1"), *aggregator)] == 3
     assert 42 <= read["streams_last_commit_age_seconds", aggregator] < 60
+    assert read["streams_last_batch_seconds", aggregator] == 1.25
     assert read["streams_alerts_raised_total", (("severity", "email"),)] == 1
     assert read["streams_alerts_raised_total", (("severity", "urgent"),)] == 1
     assert read["streams_alerts_delivered_total", (("channel", "email"), ("severity", "email"))] == 1
@@ -220,6 +226,8 @@ def test_metrics_are_what_kafka_and_postgres_hold_in_openmetrics_behind_the_pass
 @pytest.mark.parametrize("path, problem", [
     ("/api/top-words?limit=0", "limit"),
     ("/api/top-words?limit=ten", "limit"),
+    ("/api/top-words?minutes=16", "minutes"),
+    (f"/api/top-words?minutes=5&from={iso(T0)}&to={iso(T0 + 10)}", "or minutes"),
     (f"/api/top-words?from={iso(T0)}", "both"),
     (f"/api/top-words?from={iso(T0)}&to={iso(T0 + 901)}", "at most 15 minutes"),
     (f"/api/words-per-window?from={iso(T0)}&to={iso(T0 + 86401)}", "at most 24 hours"),
@@ -237,7 +245,8 @@ def test_a_bad_parameter_is_a_clear_400(web, path, problem):
 
 
 def test_every_route_wants_the_password_and_sends_security_headers(web):
-    for path in ("/", "/static/dashboard.js", "/api/top-words", "/api/health", "/api/events", "/api/openapi.json"):
+    for path in ("/", "/static/dashboard.js", "/api/top-words", "/api/health", "/api/history", "/api/events",
+                 "/api/openapi.json"):
         for password in (None, "wrong", PASSWORD + "x"):
             status, headers, _ = web.get(path, password=password)
             assert status == 401 and headers["WWW-Authenticate"].startswith("Basic"), (path, password)
@@ -248,7 +257,7 @@ def test_every_route_wants_the_password_and_sends_security_headers(web):
     assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
     assert web.get("/api/alerts", method="POST")[0] == 405
     paths = web.json("/api/openapi.json")["paths"]
-    assert sorted(paths) == ["/api/alerts", "/api/events", "/api/health", "/api/top-words",
+    assert sorted(paths) == ["/api/alerts", "/api/events", "/api/health", "/api/history", "/api/top-words",
                              "/api/words-per-window", "/api/words/{word}/series"]
     assert all(list(operations) == ["get"] for operations in paths.values())
     for _, _, body in (web.get("/api/health"), web.get("/api/openapi.json"), web.get("/")):
@@ -320,6 +329,26 @@ def bar_labels(page):
         "#top-chart g", "bars => bars.map(bar => [...bar.querySelectorAll('text')].map(t => t.textContent))")
 
 
+SCREENSHOTS = ROOT / "build" / "screenshots"  # kept after the run, to look at
+
+
+def overflowing(page):
+    """[heading, scrollWidth, clientWidth] of each card, and of the page, wider than it shows."""
+    return page.evaluate("""() => [...document.querySelectorAll("section"), document.documentElement]
+        .filter((node) => node.scrollWidth > node.clientWidth)
+        .map((node) => [(node.querySelector("h2") || node).tagName, node.scrollWidth, node.clientWidth])""")
+
+
+DRAWN_AT_THEIR_WIDTH = """() => [...document.querySelectorAll("svg.chart")]
+    .every((svg) => svg.viewBox.baseVal.width === Math.max(200, Math.round(svg.getBoundingClientRect().width)))"""
+
+
+def tip_at(page, chart, x):
+    """The hover label of a line chart, with the pointer `x` px from the left of its plot."""
+    page.locator(f"{chart} .hit").hover(position={"x": x, "y": 20})
+    return page.text_content(f"{chart} .tip text")
+
+
 def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
         web, workers, stack, prefix, database_url, tmp_path):
     from playwright.sync_api import sync_playwright
@@ -328,12 +357,16 @@ def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
     first = ["zeta"] * 30 + ["alpha"] * 7 + ["beta"] * 2
     produce(stack, prefix + "words", [w.encode() for w in first], [T0 * 1000 + i for i in range(len(first))])
     wait_until(lambda: stored_offsets(database_url) == len(first), 120, "the aggregator's first batch")
+    # Ids that would stretch a table: one long, one in Japanese.
+    store_alert(database_url, "user-" + "0123456789" * 6, T0, 60, "email", 50, delivered=True)
+    store_alert(database_url, "東京のユーザー", T0, 75, "email", 50)
     store_alert(database_url, "mallory", T0, 101, "urgent", 100)
+    window = "–".join(time.strftime("%H:%M:%S", time.gmtime(t)) for t in (T0, T0 + 10))  # in UTC
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         context = browser.new_context(http_credentials={"username": "admin", "password": PASSWORD},
-                                      viewport={"width": 390, "height": 844})  # a phone
+                                      viewport={"width": 375, "height": 812})  # a phone
         page = context.new_page()
         problems = []
         page.on("console", lambda message: message.type == "error" and problems.append(message.text))
@@ -343,9 +376,7 @@ def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
         page.wait_for_selector('#top-chart g[data-word="zeta"]')
         assert bar_labels(page) == [["zeta", "30"], ["alpha", "7"], ["beta", "2"]]
         page.wait_for_selector("#alerts tr")
-        window = "–".join(time.strftime("%H:%M:%S", time.gmtime(t)) for t in (T0, T0 + 10))  # in UTC
-        assert page.inner_text("#alerts tr").split("\t") == ["mallory", window, "101", "urgent",
-                                                             "pending (pagerduty)"]
+        assert page.inner_text("#alerts tr").split("\t") == ["mallory", window, "101", "urgent", "pending (pagerduty)"]
         # Locators, not wait_for_function: the page's CSP forbids the eval that one polls with.
         page.locator("#health tr", has_text="aggregator").wait_for()
         aggregator_row = page.inner_text("#health tr:nth-child(2)").split("\t")
@@ -368,8 +399,29 @@ def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
         assert page.evaluate("window.notReloaded") is True
         volume = page.eval_on_selector_all("#volume-chart circle", "cs => cs.map(c => +c.dataset.value)")
         assert volume == [39, 7]
-        page.screenshot(path=tmp_path / "dashboard.png", full_page=True)
-        print("screenshot:", tmp_path / "dashboard.png")
+
+        # A value read by pointing at it (or tapping): the nearest window's time and words.
+        assert tip_at(page, "#volume-chart", 1) == f"{window[:8]}  39"
+        plot_width = page.locator("#volume-chart .hit").bounding_box()["width"]
+        assert tip_at(page, "#volume-chart", plot_width - 1) == f"{window[9:]}  7"
+
+        # Top words over the last minute: both windows summed.
+        page.select_option("#top-range", "1")
+        page.wait_for_selector('#top-chart g[data-word="alpha"][data-count="11"]')
+        assert bar_labels(page) == [["zeta", "30"], ["alpha", "11"], ["omega", "3"], ["beta", "2"]]
+
+        # The aggregator's lag and batch durations, as this web process sampled them from Kafka.
+        page.wait_for_selector("#lag-aggregator polyline", timeout=60_000)
+        page.wait_for_selector("#batch-aggregator circle", timeout=60_000)
+        durations = page.eval_on_selector_all("#batch-aggregator circle", "cs => cs.map(c => +c.dataset.value)")
+        assert all(ms > 0 for ms in durations)
+
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for width, height in ((375, 812), (1280, 1100)):
+            page.set_viewport_size({"width": width, "height": height})
+            wait_until(lambda: page.evaluate(DRAWN_AT_THEIR_WIDTH), 10, f"the charts drawn again at {width} px")
+            assert overflowing(page) == [], f"at {width} px"
+            page.screenshot(path=SCREENSHOTS / f"dashboard-{width}.png", full_page=True)
         browser.close()
     assert problems == []
     assert aggregator.process.poll() is None

@@ -8,10 +8,11 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from services.web.metrics import exposition
 
 WORKERS = [
-    {"worker": "aggregator", "copies": 2, "last_commit_age_s": 4.5, "lag": 5,
+    {"worker": "aggregator", "copies": 2, "last_commit_age_s": 4.5, "last_batch_ms": 1250, "lag": 5,
      "partitions": [{"partition": 0, "committed": 5, "end": 7, "lag": 2},
                     {"partition": 1, "committed": None, "end": 3, "lag": 3}]},
-    {"worker": "text-processor", "copies": 0, "last_commit_age_s": None, "lag": 0, "partitions": []},
+    {"worker": "text-processor", "copies": 0, "last_commit_age_s": None, "last_batch_ms": None, "lag": 0,
+     "partitions": []},
 ]
 ALERTS = [SimpleNamespace(severity="email", raised=3, published=3, delivered=2, refused=1),
           SimpleNamespace(severity="urgent", raised=1, published=0, delivered=0, refused=0)]
@@ -33,6 +34,8 @@ def test_each_partitions_lag_and_offset_the_copies_and_the_age_of_the_last_batch
     assert read["streams_copies", (("worker", "text-processor"),)] == 0
     assert read["streams_last_commit_age_seconds", (("worker", "aggregator"),)] == 4.5
     assert ("streams_last_commit_age_seconds", (("worker", "text-processor"),)) not in read
+    assert read["streams_last_batch_seconds", (("worker", "aggregator"),)] == 1.25
+    assert ("streams_last_batch_seconds", (("worker", "text-processor"),)) not in read
 
 
 def test_alerts_by_severity_and_channel():

@@ -21,13 +21,14 @@ class Member:
     """Records what the listener and the runs hand the group member."""
 
     def __init__(self):
-        self.reports, self.unread, self.begun, self.closed = [], [], [], False
+        self.reports, self.durations, self.unread, self.begun, self.closed = [], [], [], [], False
 
     def begin_run(self, run_id):
         self.begun.append(run_id)
 
-    def report(self, run_id, offsets):
+    def report(self, run_id, offsets, batch_ms):
         self.reports.append((run_id, offsets))
+        self.durations.append(batch_ms)
 
     def report_unread(self, ranges):
         self.unread.append(ranges)
@@ -66,6 +67,7 @@ def test_a_late_report_belongs_to_its_own_run_and_does_no_io_on_the_listener_thr
     listener.batch_done(progress("run-a", 0, None, {0: 180}, rows=60))
     assert member.unread == [{0: (100, 180)}]  # against run b's offsets it would look complete
     assert member.reports == [("run-a", {0: 180})]  # the member accepts only the current run's
+    assert member.durations == [5]  # the batch's duration goes with its commit
     assert "event=batch" in capsys.readouterr().out
 
 
