@@ -185,8 +185,10 @@ class KafkaBroker:
             subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                                       "-c", str(config)),
                            check=True, stdout=subprocess.DEVNULL)
+        # Its own session, as pg_ctl gives Postgres: a terminal's Ctrl-C does
+        # not reach it, and the stack stops it after the processes using it.
         self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)),
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(self._ready, START_TIMEOUT, f"the Kafka broker on {self.bootstrap}")
 
     def _java(self, main_class, *args):
@@ -401,15 +403,26 @@ def main(argv=None):
         env = stack.environment(prefix)
         print(f"local stack up in {stack.startup_seconds:.1f} s; its environment:")
         print_environment(env)
+        if command:
+            return run_to_its_end(command, {**os.environ, **env, **dashboard_password()})
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
-            if command:
-                return subprocess.call(command, env={**os.environ, **env, **dashboard_password()})
             print("Ctrl-C stops it.")
             signal.pause()
         except KeyboardInterrupt:
             pass
     return 0
+
+
+def run_to_its_end(command, env):
+    """Run `command` and wait for it to exit, however it is asked to stop:
+    a Ctrl-C reaches it from the terminal (its process group), a SIGTERM to
+    this process is passed on. Only then does the stack stop, so its
+    processes stop against a live broker and Postgres (`make run`)."""
+    child = subprocess.Popen(command, env=env)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    return child.wait()
 
 
 if __name__ == "__main__":

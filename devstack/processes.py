@@ -44,6 +44,15 @@ class Worker:
         finally:
             self._log.close()
 
+    def group_gone(self) -> bool:
+        """True once no process of its group (Python, its JVM, their children) is left."""
+        self.process.poll()  # reaps the Python process once it exited
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
 
 class WorkerProcesses:
     """The workers one test starts, each logging to its own file in `folder`."""

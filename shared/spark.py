@@ -31,6 +31,7 @@ REDACTED = r"(?i)secret|password|token|access[.]?key|ssl\.keystore\.|ssl\.trusts
 # Where a dyno (or a container) finds its memory limit: cgroup v1, then v2.
 CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max")
 NO_LIMIT_BYTES = 2**40  # cgroup v1 reports "unlimited" as about 2**63
+STOP_TIMEOUT_MS = 4_000  # of a streaming query's stop
 
 
 def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> str:
@@ -133,6 +134,11 @@ def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
         # a text processor's words again under the same run (see docs/architecture.md,
         # "Exactly once, end to end"). local[N] already never retries a task.
         "spark.task.maxFailures": "1",
+        # A query's stop waits for its thread, which closes the Kafka source's
+        # admin client, which waits for a call still retrying against a
+        # broker that is away (a minute): bounded, so a copy stops within
+        # 30 s of SIGTERM in an outage too (shared.worker.query_run.stop_gracefully).
+        "spark.sql.streaming.stopTimeout": str(STOP_TIMEOUT_MS),
     }
 
 

@@ -22,14 +22,18 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from shared.logs import log
 from shared.offsets import Offsets, end_offsets, lag, unread_ranges
+from shared.worker import errors
 from shared.worker.group_member import GroupMember
 from shared.worker.lifecycle import Ended
 
 GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
+PROCESSING = "Processing new data"  # Spark's status message while a micro-batch runs
 KEPT_RUNS = 8  # late reports name a recent run; older ones are forgotten
 
 
@@ -203,17 +207,25 @@ def batch_fields(app: str, progress: Any) -> dict[str, Any]:
 
 
 def stop_gracefully(query: StreamingQuery) -> None:
-    """Let the running micro-batch finish, then stop. On a backlog the next
-    batch begins at once, with no gap between batches to wait for: that one
-    is cut short as it begins. Its offsets are never stored, so the next run
-    reads its records again (a word it sent already is counted once: see
-    docs/architecture.md, "Exactly once, end to end")."""
+    """Let the micro-batch that is processing data finish, then stop. On a
+    backlog the next batch begins at once, with no gap between batches to
+    wait for: that one is cut short as it begins. Its offsets are never
+    stored, so the next run reads its records again (a word it sent already
+    is counted once: see docs/architecture.md, "Exactly once, end to end").
+    A trigger still asking Kafka for offsets has nothing to finish: during a
+    broker outage it would hold the stop for a minute."""
     last = query.lastProgress
     done = last.batchId if last is not None else -1  # the last batch finished when the stop was asked for
     deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
-    while query.status["isTriggerActive"] and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        status = query.status
+        if not (status["isTriggerActive"] and status["message"] == PROCESSING):
+            break
         last = query.lastProgress
         if last is not None and last.batchId > done:
             break
         time.sleep(0.05)
-    query.stop()
+    try:
+        query.stop()
+    except (Py4JJavaError, CapturedException) as error:  # spark.sql.streaming.stopTimeout passed (shared.spark)
+        log("query_stop_timed_out", error=errors.error_summary(error))

@@ -3,6 +3,7 @@ the real workers on the real broker and Postgres: every line's words counted
 once in Postgres, whatever happens to the text processor or the broker."""
 
 import signal
+import time
 
 from kafka.admin import (
     ACL,
@@ -15,7 +16,7 @@ from kafka.admin import (
     ResourceType,
 )
 
-from devstack.kafka_io import group_state
+from devstack.kafka_io import group_state, produce
 from devstack.local_stack import CLIENT_PRINCIPAL, wait_until
 from tests.checks import assert_no_secret_in, assert_no_stack_trace, heroku_like
 from tests.pipeline import (
@@ -114,6 +115,31 @@ def test_broker_killed_mid_stream_delays_the_workers_and_loses_nothing(stack, pr
     wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
     for worker in (text_processor, aggregator):
         assert worker.process.poll() is None
+        assert_no_stack_trace(worker.output())
+
+
+def test_sigterm_while_the_broker_is_down_ends_every_workers_processes_within_30_s(
+        stack, prefix, database_url, workers):
+    """A deploy or a daily restart during a broker failover: each copy's
+    whole process group (Python and its JVM) is gone within the contract's
+    30 s, as Heroku's SIGKILL would otherwise end it (R12)."""
+    send(stack, prefix, make_lines(2000, seed=7))
+    produce(stack, prefix + "loglines", [f"user_id: u{n} | action: login failed" for n in range(100)])
+    running = [workers.start(module) for module in
+               ("services.text_processor", "services.aggregator", "services.anomaly_detector")]
+    for worker in running:
+        wait_until(lambda: worker.log_lines("batch"), 240, f"{worker.log_path}: a first batch")
+    stack.broker.kill()
+    try:
+        for worker in running:
+            worker.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for worker in running:
+            wait_until(worker.group_gone, max(0.0, deadline - time.monotonic()), f"{worker.log_path}: gone")
+            assert worker.process.returncode == 0
+    finally:
+        stack.broker.start()
+    for worker in running:
         assert_no_stack_trace(worker.output())
 
 

@@ -12,6 +12,7 @@ from py4j.protocol import Py4JJavaError
 
 from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
 from devstack.local_stack import wait_until
+from shared import commit_note
 from shared.config import load
 from shared.worker.errors import failing_record_cause
 from shared.worker.group_member import GroupMember
@@ -172,13 +173,16 @@ def test_offsets_reported_on_the_listeners_thread_are_committed_by_the_polling_t
     try:
         assert partitions_within(member, give_up, 60) == (0, 1)
         member.begin_run("run-1")
-        listener = threading.Thread(target=member.report, args=("run-1", {0: 5, 1: 7}))
+        listener = threading.Thread(target=member.report, args=("run-1", {0: 5, 1: 7}, 1250))
         listener.start()
         listener.join()
         group, topic = prefix + "handover-app", prefix + "textlines"
         assert committed_offsets(stack, group, topic) == {}  # the listener's thread left the consumer alone
         member.poll()
         wait_until(lambda: committed_offsets(stack, group, topic) == {0: 5, 1: 7}, 30, "the commit")
+        with stack.broker.admin() as admin:
+            marks = admin.list_group_offsets({group: None})[group].values()
+        assert {commit_note.read(mark.metadata)[1] for mark in marks} == {1250}  # the batch's duration, for the page
     finally:
         member.close()
 
@@ -193,7 +197,7 @@ def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack,
         member.begin_run("run-1")
         member.end_run("run-1", None)
         member.commit({0: 51})
-        member.report("run-1", {0: 50})
+        member.report("run-1", {0: 50}, 1250)
         member.poll()
         # One connection to the coordinator: a commit sent by that poll is
         # answered before this read is.

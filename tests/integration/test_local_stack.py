@@ -1,5 +1,7 @@
 """The local stack is a Heroku-like Kafka and a real Postgres."""
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -10,7 +12,7 @@ from kafka.errors import KafkaTimeoutError
 from sqlalchemy import create_engine, text
 
 from devstack.kafka_io import produce, read_all
-from devstack.local_stack import ROOT
+from devstack.local_stack import ROOT, wait_until
 from shared.config import TOPICS, load
 
 
@@ -61,6 +63,37 @@ def test_the_command_line_runs_a_command_in_the_stacks_environment_then_stops_it
     assert exports["DATABASE_URL"].startswith("postgres://postgres@127.0.0.1:")
     assert "topics ['cli.alerts', 'cli.loglines', 'cli.textlines', 'cli.words']" in done.stdout
     assert not port_open(exports["KAFKA_URL"]) and not port_open(exports["DATABASE_URL"].split("@")[1].split("/")[0])
+
+
+@pytest.mark.services  # starts its own broker
+def test_ctrl_c_stops_the_command_first_and_the_stack_after_it(tmp_path):
+    """`make run`'s Ctrl-C reaches every process of the terminal's group at
+    once: the command's processes must still find the broker as they stop."""
+    stopping = ("import os, signal, socket, sys, time\n"
+                "def stop(*_):\n"
+                "    time.sleep(3)  # a worker finishing its batch\n"
+                "    kafka = os.environ['KAFKA_URL'][len('kafka://'):]\n"
+                "    postgres = os.environ['DATABASE_URL'].split('@')[1].split('/')[0]\n"
+                "    up = [socket.socket().connect_ex((h, int(p))) == 0 for h, p in\n"
+                "          (kafka.split(':'), postgres.split(':'))]\n"
+                "    print('broker and postgres up as it stopped:', up, flush=True)\n"
+                "    sys.exit(0)\n"
+                "signal.signal(signal.SIGINT, stop)\n"
+                "print('running', flush=True)\n"
+                "time.sleep(600)\n")
+    output = tmp_path / "output"
+    with open(output, "w") as out:
+        stack = subprocess.Popen([sys.executable, "-m", "devstack.local_stack", "--prefix", "ctrlc.", "--",
+                                  sys.executable, "-c", stopping], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)  # its own group, as a terminal's foreground job
+        try:
+            wait_until(lambda: "running" in output.read_text(), 180, "the command running")
+            os.killpg(stack.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+            assert stack.wait(60) == 0
+        finally:
+            if stack.poll() is None:
+                os.killpg(stack.pid, signal.SIGKILL)
+    assert "broker and postgres up as it stopped: [True, True]" in output.read_text()
 
 
 @pytest.mark.services  # starts its own broker
