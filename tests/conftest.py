@@ -92,7 +92,7 @@ def database_url(stack):
 @pytest.fixture
 def workers(stack, prefix, database_url, tmp_path):
     """Starts worker processes in the stack's environment; kills leftovers."""
-    # Tests use fixed event times, days in the past: nothing is deleted for age unless a test says.
+    # Tests' event times are hours old (tests/clock.py): nothing is deleted for age unless a test says.
     processes = WorkerProcesses({**stack.environment(prefix), "DATABASE_URL": database_url,
                                  "RETENTION_HOURS": "0"}, tmp_path)
     yield processes
