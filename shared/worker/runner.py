@@ -207,8 +207,11 @@ class Supervisor:
         return query.exception()  # None unless the query failed
 
     def outcome(self, query_run: QueryRun, error: BaseException | None) -> RunEnded:
-        """How the run ended: a stop wins, then a reason the run was given,
-        then a failure."""
+        """How the run ended: a stop wins (a batch that failed as the stop
+        came, in an outage, is not retried), then a reason the run was
+        given, then a failure."""
+        if self.stop_requested.is_set():
+            return RunEnded(Ended.STOPPED)
         ending = query_run.ending
         if ending in (Ended.STOPPED, Ended.REVOKED, Ended.RESIZED):
             return RunEnded(ending)

@@ -141,6 +141,8 @@ def test_sigterm_while_the_broker_is_down_ends_every_workers_processes_within_30
         stack.broker.start()
     for worker in running:
         assert_no_stack_trace(worker.output())
+        after_the_stop = worker.output().split("event=stop_requested", 1)[1]
+        assert "event=query_failed" not in after_the_stop  # a stop is not retried
 
 
 def test_text_processor_copies_joining_and_leaving_in_a_broker_outage_count_every_word_once(
