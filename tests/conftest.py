@@ -48,6 +48,22 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: "workers" not in getattr(item, "fixturenames", ()))
 
 
+LOG_TAIL_LINES = 40
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that started workers reports the end of each one's log,
+    so a failure in CI, where nothing else survives, says what they did."""
+    outcome = yield
+    report = outcome.get_result()
+    processes = getattr(item, "funcargs", {}).get("workers")
+    if report.failed and isinstance(processes, WorkerProcesses):
+        for worker in processes.started:
+            tail = worker.output().splitlines()[-LOG_TAIL_LINES:]
+            report.sections.append((f"log of {Path(worker.log_path).name}", "\n".join(tail)))
+
+
 @pytest.fixture(scope="session")
 def stacks():
     started = {}

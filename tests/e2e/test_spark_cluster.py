@@ -4,6 +4,7 @@ real broker in both modes and real Postgres: every line's words counted once,
 through a lost executor and a restarted driver, and no TLS material printed
 or on a command line. Each driver takes one core of each Spark worker at most."""
 
+import fcntl
 import signal
 import sys
 
@@ -26,10 +27,15 @@ from tests.pipeline import (
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    started = SparkCluster(tmp_path / "spark-cluster").start()
-    yield started
-    started.stop()
+def cluster(tmp_path, tmp_path_factory):
+    """A cluster of this test's own; one at a time on the host, whatever the
+    test processes: two at once (some fifteen JVMs on 2 cores) took minutes
+    to compile a first batch, past the tests' deadlines."""
+    with open(tmp_path_factory.getbasetemp().parent / "spark-cluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = SparkCluster(tmp_path / "spark-cluster").start()
+        yield started
+        started.stop()
 
 
 def command_lines() -> str:
