@@ -10,8 +10,10 @@ States and transitions of a process (shared.worker.runner):
       Spark's JVM     the group, and       │       │
       starts while    Postgres migrated    │       └──> stopped: Spark and the group
       the group is    ──────────────────   │            released, exit 0
-      joined          warm-up if the       │
-                      group is slow        v
+      joined          warm-up while the    │
+                      group is slow, cut   │
+                      as the first query   │
+                      starts               v
                                  the run ends (Ended) ─> lifecycle.next_step
 
 What ends a query run (lifecycle.Ended), and who says so:

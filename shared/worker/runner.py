@@ -11,6 +11,7 @@ import signal
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import ExitStack
@@ -51,7 +52,7 @@ def run_with(worker: Worker, config: config_module.Config, stop_requested: threa
     runs = Runs()
     with ExitStack() as resources:  # released last in, first out
         try:
-            spark, member, progress = start(worker, config, runs, stop_requested, resources)
+            spark, member, progress, warming = start(worker, config, runs, stop_requested, resources)
             records = config.spark.max_offsets_per_trigger or worker.batch_records
             # A Postgres worker measures the bytes of its batches; the text
             # processor's stream through Spark, from Kafka to Kafka.
@@ -61,14 +62,15 @@ def run_with(worker: Worker, config: config_module.Config, stop_requested: threa
                 worker.setup(context)
             spark.streams.addListener(BatchListener(worker.name, runs, member))
             log("start", app=worker.name, topic=member.topic, group=member.group_id)
-            Supervisor(worker, spark, member, context, runs).run()
+            Supervisor(worker, spark, member, context, runs, warming).run()
         except StopRequested:  # asked for while a broker or Postgres was away
             pass
     log("stopped", app=worker.name)
 
 
 def start(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
-          resources: ExitStack) -> tuple[SparkSession, GroupMember, GroupProgress | PostgresProgress]:
+          resources: ExitStack) -> tuple[SparkSession, GroupMember, GroupProgress | PostgresProgress,
+                                         "WarmingUp | None"]:
     """Spark, this copy's group member and its progress store, each closed by
     `resources`. The group join (a broker holds a new group's first join 3 s)
     and the migration go on while Spark's JVM starts (2 to 3 s on 2 cores);
@@ -87,14 +89,13 @@ def start(worker: Worker, config: config_module.Config, runs: Runs, stop_request
         spark_started.set()
     resources.callback(spark.stop)
     Stopper(stop_requested)  # the JVM has started: SIGTERM now stops the worker in order
-    # Only while the group has not answered: with the partitions there before
-    # Spark, a warm-up beside the first query slows it (docs/decisions). Not
-    # on a cluster: a job waiting there for executors would hold the stop.
+    # Not on a cluster: a job waiting there for executors would hold the stop.
+    warming = None
     if worker.warm_up and not joining.done() and not config.spark.on_cluster:
         warm_up = worker.warm_up
-        warming = background.thread(lambda: timed_warm_up(lambda: warm_up(spark, config)), name="warm-up")
-        resources.callback(warming.join)  # a few seconds at most: Spark stopped under it would fail it
-    return (spark, *joining.result())
+        warming = WarmingUp(spark, lambda: warm_up(spark, config))
+        resources.callback(warming.end)
+    return (spark, *joining.result(), warming)
 
 
 def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
@@ -124,10 +125,47 @@ def _close_when_joined(joining: "Future[tuple[GroupMember, GroupProgress | Postg
         joining.result()[0].close()
 
 
-def timed_warm_up(warm_up: Callable[[], None]) -> None:
-    began = time.monotonic()
-    warm_up()
-    log("warmed_up", seconds=round(time.monotonic() - began, 1))
+class WarmingUp:
+    """The worker's warm-up (spec.WarmUp) on a thread of its own, in time the
+    worker would otherwise spend waiting: it begins when Spark is up before
+    the group has answered, and `cut` cancels its Spark jobs as the first
+    query run starts. Beside a query it would compete with it for the cores:
+    on a backlog, a warm-up that went on beside the first batch delayed the
+    first commit (docs/decisions/warm-up.md).
+
+    Threads: the main thread creates it and calls `cut` and `end`; the
+    warm-up runs on its own thread, its jobs in a job group of its own."""
+
+    def __init__(self, spark: SparkSession, warm_up: Callable[[], None]) -> None:
+        self._spark = spark
+        # Cancelled for good by the cut: a name no other job will have.
+        self.job_group = f"warm-up-{uuid.uuid4().hex}"
+        self._cut = threading.Event()
+        self._thread = background.thread(lambda: self._run(warm_up), name="warm-up")
+
+    def _run(self, warm_up: Callable[[], None]) -> None:
+        began = time.monotonic()
+        # interruptOnCancel: a cancelled task stops at once, not at its next record.
+        self._spark.sparkContext.setJobGroup(self.job_group, "warm-up", interruptOnCancel=True)
+        cut = False
+        try:
+            warm_up()
+        except Exception:
+            if not self._cut.is_set():
+                raise  # a bug: printed with its traceback; the first batch is only colder
+            cut = True
+        log("warmed_up", seconds=round(time.monotonic() - began, 1), cut=str(cut).lower())
+
+    def cut(self) -> None:
+        """Cancel the warm-up's running job and any it starts after this."""
+        if not self._cut.is_set():
+            self._cut.set()
+            self._spark.sparkContext._jsc.sc().cancelJobGroupAndFutureJobs(self.job_group)
+
+    def end(self) -> None:
+        """Cut, and wait for the thread: Spark stopped under it would fail it."""
+        self.cut()
+        self._thread.join()
 
 
 class Stopper:
@@ -148,8 +186,9 @@ class Supervisor:
     after another, each next step as shared.worker.lifecycle decides."""
 
     def __init__(self, worker: Worker, spark: SparkSession, member: GroupMember, context: Context,
-                 runs: Runs) -> None:
+                 runs: Runs, warming: WarmingUp | None) -> None:
         self.worker, self.spark, self.member, self.context, self.runs = worker, spark, member, context, runs
+        self.warming = warming
         self.kafka = context.kafka
         self.topic = member.topic
         self.stop_requested = context.stop_requested
@@ -157,6 +196,8 @@ class Supervisor:
     def run(self) -> None:
         history = History()
         while (partitions := self.member.wait_for_partitions()) is not None:
+            if self.warming:
+                self.warming.cut()  # the query needs the cores now
             query_run, error = self.run_query(self.resume_from(partitions), self.context.batch_size.records)
             ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)

@@ -53,7 +53,8 @@ class WarmUp(Protocol):
         on a local master before the group has answered: run the worker's
         topology on made-up records (shared.warm_up). The first query shares
         what that warms (classes initialized and generated, code compiled)
-        and waits for none of it."""
+        and waits for none of it: its Spark jobs are cancelled as the first
+        query starts (shared.worker.runner.WarmingUp)."""
 
 
 @dataclass(frozen=True)
