@@ -15,8 +15,14 @@ def endless_job(spark):
     spark.range(ENDLESS).selectExpr("sum(id)").collect()
 
 
-def warmed_up_lines(capsys):
-    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("event=warmed_up ")]
+def end_within_30_s(warming, capsys) -> str:
+    """End `warming`; its one `event=warmed_up` line."""
+    ended = threading.Thread(target=warming.end)
+    ended.start()
+    ended.join(30)
+    assert not ended.is_alive(), "the warm-up still ran 30 s after its end was asked for"
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("event=warmed_up ")]
+    return line
 
 
 def test_a_cut_cancels_the_running_job_and_says_so(spark, capsys):
@@ -24,13 +30,7 @@ def test_a_cut_cancels_the_running_job_and_says_so(spark, capsys):
     tracker = spark.sparkContext.statusTracker()
     wait_until(lambda: tracker.getActiveJobsIds(), 60, "the warm-up's job running")
     assert tracker.getJobIdsForGroup(warming.job_group)
-
-    ended = threading.Thread(target=warming.end)
-    ended.start()
-    ended.join(30)
-    assert not ended.is_alive(), "the cut warm-up still ran 30 s later"
-    [line] = warmed_up_lines(capsys)
-    assert "cut=true" in line
+    assert "cut=true" in end_within_30_s(warming, capsys)
     # Only the warm-up's jobs: this thread's next job runs.
     assert spark.range(5).count() == 5
 
@@ -40,19 +40,11 @@ def test_a_cut_before_the_job_is_submitted_cancels_it_as_it_comes(spark, capsys)
     warming = WarmingUp(spark, lambda: (planned.wait(), endless_job(spark)))
     warming.cut()
     planned.set()
-
-    ended = threading.Thread(target=warming.end)
-    ended.start()
-    ended.join(30)
-    assert not ended.is_alive(), "a job submitted after the cut ran on"
-    [line] = warmed_up_lines(capsys)
-    assert "cut=true" in line
+    assert "cut=true" in end_within_30_s(warming, capsys)
 
 
 def test_a_warm_up_done_before_the_cut_is_not_called_cut(spark, capsys):
     done = threading.Event()
     warming = WarmingUp(spark, lambda: (spark.range(10).collect(), done.set()))
     wait_until(done.is_set, 60, "the warm-up's job done")
-    warming.end()
-    [line] = warmed_up_lines(capsys)
-    assert "cut=false" in line
+    assert "cut=false" in end_within_30_s(warming, capsys)
