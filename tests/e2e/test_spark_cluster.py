@@ -28,9 +28,9 @@ from tests.pipeline import (
 
 @pytest.fixture
 def cluster(tmp_path, tmp_path_factory):
-    """A cluster of this test's own; one at a time on the host, whatever the
-    test processes: two at once (some fifteen JVMs on 2 cores) took minutes
-    to compile a first batch, past the tests' deadlines."""
+    """A cluster of this test's own, and one at a time on the host across
+    the test processes: two at once (some fifteen JVMs on 2 cores) took
+    minutes to compile a first batch, past the tests' deadlines."""
     with open(tmp_path_factory.getbasetemp().parent / "spark-cluster.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         started = SparkCluster(tmp_path / "spark-cluster").start()
