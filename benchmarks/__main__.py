@@ -5,12 +5,23 @@
 
 import sys
 
-from benchmarks import aggregator, anomaly_detector, cluster, cold_start, stack_startup, startup, text_processor, web
+from benchmarks import (
+    aggregator,
+    anomaly_detector,
+    batch_overhead,
+    cluster,
+    cold_start,
+    stack_startup,
+    startup,
+    text_processor,
+    web,
+)
 
 CASES = {
     "stack_startup": stack_startup.main,
     "startup": startup.main,
     "cold_start": cold_start.main,
+    "batch_overhead": batch_overhead.main,
     "text_processor": text_processor.main,
     "aggregator": aggregator.main,
     "anomaly_detector": anomaly_detector.main,

@@ -32,6 +32,12 @@ REDACTED = r"(?i)secret|password|token|access[.]?key|ssl\.keystore\.|ssl\.trusts
 CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max")
 NO_LIMIT_BYTES = 2**40  # cgroup v1 reports "unlimited" as about 2**63
 STOP_TIMEOUT_MS = 4_000  # of a streaming query's stop
+# A query's checkpoint files, written through Hadoop's FileSystem API. Spark's
+# default goes through FileContext, which on a local disk (Hadoop's native
+# library is not in Spark's jars) forks `readlink` or `chmod` for each file it
+# writes or renames: some 25 processes of a JVM's size a micro-batch, about
+# half of an empty batch's time (docs/decisions/checkpoint-files.md).
+CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
 
 def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> str:
@@ -139,6 +145,7 @@ def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
         # broker that is away (a minute): bounded, so a copy stops within
         # 30 s of SIGTERM in an outage too (shared.worker.query_run.stop_gracefully).
         "spark.sql.streaming.stopTimeout": str(STOP_TIMEOUT_MS),
+        "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
     }
 
 
