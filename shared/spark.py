@@ -146,6 +146,12 @@ def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
         # 30 s of SIGTERM in an outage too (shared.worker.query_run.stop_gracefully).
         "spark.sql.streaming.stopTimeout": str(STOP_TIMEOUT_MS),
         "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+        # `lower` maps case as the JVM does (String.toLowerCase in the
+        # locale-independent English set above; ASCII without a String),
+        # from the same Unicode tables as the `(?U)\W+` split, not with
+        # ICU: ICU's case-mapping classes took a cold JVM's first tasks
+        # 1.6 s more (docs/decisions/cold-start.md).
+        "spark.sql.icu.caseMappings.enabled": "false",
     }
 
 

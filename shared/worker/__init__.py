@@ -20,7 +20,8 @@ What ends a query run (lifecycle.Ended), and who says so:
 
     STOPPED  SIGTERM/SIGINT (the Stopper), or Postgres away at a stop (foreachBatch)
     REVOKED  a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke, inside poll)
-    RESIZED  a batch measured a new size (foreachBatch, shared.exactly_once)
+    RESIZED  a batch measured a new size (foreachBatch, shared.exactly_once), or a cold
+             process's small first run stored its batch (Supervisor.supervise)
     FAILED   the query failed, or foreachBatch gave a batch up (an outage, a fenced batch)
 
 What comes next (lifecycle.next_step, a pure function over the ending and

@@ -23,7 +23,7 @@ class Ended(Enum):
 
     STOPPED = "stopped"  # a stop was asked for (SIGTERM, SIGINT)
     REVOKED = "revoked"  # a rebalance took this copy's partitions
-    RESIZED = "resized"  # its batches must read another number of records
+    RESIZED = "resized"  # its batches must read another number of records (also: a cold first run, after its batch)
     FAILED = "failed"  # the query failed, or a foreachBatch function gave up a batch
 
 

@@ -184,6 +184,8 @@ class BatchListener(StreamingQueryListener):
         self.member.report(run_id, end_offsets(progress), line["duration_ms"])
         if unread := unread_ranges(progress, run.starting_offsets):
             self.member.report_unread(unread)
+        if progress.numInputRows == 0:
+            return  # a new run's first trigger on a stream with nothing waiting: no batch to tell of
         log("batch", **line, **l2met(self.app, line))
 
 

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from shared import background
 from shared import config as config_module
 from shared import spark as spark_module
-from shared.batch_size import BatchSize
+from shared.batch_size import BatchSize, cold_records
 from shared.logs import log
 from shared.migrations import migrate
 from shared.offsets import Offsets
@@ -195,10 +195,14 @@ class Supervisor:
 
     def run(self) -> None:
         history = History()
+        cold = True  # no batch stored yet by this process
         while (partitions := self.member.wait_for_partitions()) is not None:
             if self.warming:
                 self.warming.cut()  # the query needs the cores now
-            query_run, error = self.run_query(self.resume_from(partitions), self.context.batch_size.records)
+            records = self.context.batch_size.records
+            first = cold_records(records) if cold else None
+            query_run, error = self.run_query(self.resume_from(partitions), first or records, one_batch=bool(first))
+            cold = cold and query_run.ending is not Ended.RESIZED  # resized: a batch went through
             ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)
             while True:
@@ -216,11 +220,12 @@ class Supervisor:
                     case Search(cause=cause):
                         step, history = next_step(search.search(self, ended, cause), history)
 
-    def run_query(self, starting: Offsets, records: int,
-                  until: tuple[int, int] | None = None) -> tuple[QueryRun, BaseException | None]:
+    def run_query(self, starting: Offsets, records: int, until: tuple[int, int] | None = None,
+                  one_batch: bool = False) -> tuple[QueryRun, BaseException | None]:
         """One query run from `starting`, `records` a batch, until it ends
         (or, given `until` = (partition, offset), stored what is before that
-        offset). Returns the run and the error the query failed with, if any."""
+        offset; or, with `one_batch`, stored a batch: it then ends RESIZED).
+        Returns the run and the error the query failed with, if any."""
         worker = self.worker
         query_run = QueryRun(starting)
         source = spark_module.kafka_stream(self.spark, self.kafka, worker.topic, worker.name, starting, records,
@@ -228,21 +233,32 @@ class Supervisor:
         with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:
             self.runs.start(query_run, self.member,
                             lambda: worker.start_query(self.context, query_run, source, checkpoint))
-            error = self.supervise(query_run, until)
+            error = self.supervise(query_run, until, one_batch)
         if self.stop_requested.is_set():
             query_run.end(Ended.STOPPED)
         self.member.end_run(query_run.id, query_run.stored_end())
         return query_run, error
 
-    def supervise(self, query_run: QueryRun, until: tuple[int, int] | None) -> StreamingQueryException | None:
+    def supervise(self, query_run: QueryRun, until: tuple[int, int] | None,
+                  one_batch: bool) -> StreamingQueryException | None:
         """Keep the group membership while the query runs, until it fails,
         or its run is ending (a stop, a rebalance, a batch given up, a new
-        batch size), or it reached `until`; then stop it after its running batch."""
+        batch size), or it reached `until` or its one batch; then stop it
+        after its running batch."""
         query = query_run.query
         assert query is not None
+
+        def reached_its_end() -> bool:
+            if one_batch:
+                return query_run.stored_a_batch()
+            return until is not None and (query_run.stored_end() or {}).get(until[0], -1) >= until[1]
+
         while (query.isActive and query_run.ending is None and not self.stop_requested.is_set()
-               and not (until and (query_run.stored_end() or {}).get(until[0], -1) >= until[1])):
-            self.member.poll(0.1 if until else 0.5)  # a search's runs are short: notice their end sooner
+               and not reached_its_end()):
+            # A search's runs and a cold first run are short: notice their end sooner.
+            self.member.poll(0.1 if until or one_batch else 0.5)
+        if one_batch and query_run.stored_a_batch():
+            query_run.end(Ended.RESIZED)  # the next run reads full batches
         if query.isActive:
             stop_gracefully(query)
         return query.exception()  # None unless the query failed

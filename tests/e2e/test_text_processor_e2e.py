@@ -44,6 +44,24 @@ def test_lines_in_exact_words_out_with_their_event_times(stack, prefix, workers)
     assert worker.wait(30) == 0
 
 
+def test_a_cold_worker_stores_a_small_first_batch_then_reads_full_ones(stack, prefix, workers):
+    lines = [f"backlog line {n}" for n in range(6_000)]
+    produce(stack, prefix + "textlines", lines)
+
+    worker = workers.start("services.text_processor", MAX_OFFSETS_PER_TRIGGER="50000")  # a first batch of 1,000
+    wait_until(lambda: all_processed(stack, prefix), 180, "every line processed")
+
+    sizes = [int(batch["rows_in"]) for batch in worker.log_lines("batch")]
+    assert sizes[0] <= 1_000 < max(sizes), sizes
+    words = Counter(r.value.decode() for r in read_all(stack, prefix + "words", 3 * len(lines)))
+    expected = Counter(word for line in lines for word in line.split())
+    # A batch the first run's stop cut short may have sent words twice (the aggregator counts them once).
+    assert words.keys() == expected.keys()
+    assert all(words[word] >= count for word, count in expected.items())
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+
+
 def test_a_timestamp_spark_cannot_convert_skips_that_line_alone_even_across_a_stop(stack, prefix, workers):
     # 10,000 lines before it: scanning them and the one micro-batch of them
     # that the skip runs take seconds, and a stop asked for at the scan

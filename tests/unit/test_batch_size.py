@@ -1,6 +1,6 @@
 """How the foreachBatch workers size their micro-batches (shared.batch_size)."""
 
-from shared.batch_size import BatchSize
+from shared.batch_size import BatchSize, cold_records
 
 
 def test_a_batch_over_the_budget_makes_the_next_ones_fit_it():
@@ -32,3 +32,11 @@ def test_one_record_over_the_budget_still_makes_batches_of_one():
     size = BatchSize(most_records=100, budget_bytes=1_000)
     assert size.measured(records=100, size=2_000_000) is True
     assert size.records == 1
+
+
+def test_a_cold_process_reads_a_fiftieth_of_a_full_batch_first_unless_that_is_under_a_thousand():
+    assert cold_records(100_000) == 2_000  # the text processor's
+    assert cold_records(2_000_000) == 40_000  # the aggregator's
+    assert cold_records(50_000) == 1_000
+    assert cold_records(49_999) is None  # small batches already: no run to spare
+    assert cold_records(500) is None

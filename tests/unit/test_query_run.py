@@ -82,6 +82,15 @@ def test_an_abandoned_batch_writes_no_line_and_hands_no_offsets_over(capsys):
     assert (run.ending, str(run.error)) == (Ended.FAILED, "fenced")
 
 
+def test_a_batch_that_read_nothing_writes_no_line_but_hands_its_offsets_over(capsys):
+    """Spark runs a new query's first trigger even with nothing to read (a
+    cold first run that read the whole backlog, then the next run)."""
+    runs, member = Runs(), Member()
+    started(runs, member, "run-a", {0: 10})
+    BatchListener("echo", runs, member).batch_done(progress("run-a", 0, None, {0: 10}, rows=0))
+    assert (member.reports, capsys.readouterr().out) == ([("run-a", {0: 10})], "")
+
+
 def test_a_services_fields_win_on_the_batch_line(capsys):
     runs, member = Runs(), Member()
     run = started(runs, member, "run-a", {0: 0})
