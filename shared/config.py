@@ -48,6 +48,7 @@ class KafkaConfig:
     use_tls: bool
     prefix: str = ""
     stem: str = "KAFKA"  # whose variables these are: KAFKA_* or an add-on's
+    dyno: str = ""  # DYNO, as Heroku names the copy; "" elsewhere
     trusted_cert: str = field(default="", repr=False)
     client_cert: str = field(default="", repr=False)
     client_key_pkcs8: str = field(default="", repr=False)
@@ -58,6 +59,14 @@ class KafkaConfig:
     def group_id(self, app: str) -> str:
         """The consumer group of a service: ``<prefix><app>-app``."""
         return f"{self.prefix}{app}-app"
+
+    @property
+    def group_instance_id(self) -> str | None:
+        """A copy's static identity in its group (KIP-345): ``<prefix><DYNO>``.
+        Heroku restarts a crashed dyno under the same name, and the restarted
+        copy takes its partitions back at once instead of waiting out the
+        dead one's session. None without DYNO: a dynamic member."""
+        return f"{self.prefix}{self.dyno}" if self.dyno else None
 
     def spark_kafka_options(self) -> dict[str, str]:
         """Options shared by Spark's Kafka source and sink (``kafka.*``).
@@ -242,8 +251,9 @@ def _kafka_config(environ: Mapping[str, str]) -> KafkaConfig:
              ("URL", "TRUSTED_CERT", "CLIENT_CERT", "CLIENT_CERT_KEY", "PREFIX")}
     brokers, use_tls = _parse_kafka_url(environ.get(names["URL"], ""), names["URL"])
     prefix = environ.get(names["PREFIX"], "").strip()
+    dyno = environ.get("DYNO", "").strip()
     if not use_tls:
-        return KafkaConfig(brokers=brokers, use_tls=False, prefix=prefix, stem=stem)
+        return KafkaConfig(brokers=brokers, use_tls=False, prefix=prefix, stem=stem, dyno=dyno)
 
     trusted = _pem_certificates(environ, names["TRUSTED_CERT"], required=True)
     cert = _pem_certificates(environ, names["CLIENT_CERT"], required=False)
@@ -251,7 +261,7 @@ def _kafka_config(environ: Mapping[str, str]) -> KafkaConfig:
     if bool(cert) != bool(key):
         missing = names["CLIENT_CERT_KEY"] if cert else names["CLIENT_CERT"]
         raise ConfigError(missing, "is required when the other half of the client certificate is set")
-    return KafkaConfig(brokers=brokers, use_tls=True, prefix=prefix, stem=stem,
+    return KafkaConfig(brokers=brokers, use_tls=True, prefix=prefix, stem=stem, dyno=dyno,
                        trusted_cert=trusted, client_cert=cert,
                        client_key_pkcs8=_pkcs8(key, names["CLIENT_CERT_KEY"]) if key else "")
 

@@ -16,14 +16,25 @@ In a rebalance Kafka takes every partition back before handing any out:
 `on_partitions_revoked` (inside `poll`) calls `on_revoke`, which stops the
 running query once its batch is done and returns where it ended; that is
 committed before the group moves on, so the next owner begins exactly there.
+
+On a dyno the member is static (KIP-345, `group.instance.id` from the prefix
+and DYNO): a copy restarted after a crash under the same name is given its
+partitions back at once, where a dynamic member would wait out the dead
+one's session (30 s). A static member's consumer does not leave the group
+when it closes, so `close` removes it (the admin API's LeaveGroup by member
+id): a copy stopped for good hands its partitions over at once. A copy that
+a newer one of the same name replaced (a deploy's overlap) is fenced: its
+commits and its removal are refused, and what it still stores is stored
+behind a fence too (Postgres's offsets, or the aggregator's places).
 """
 
 import threading
 import time
 from collections.abc import Callable
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import MemberToRemove
+from kafka.errors import KafkaError, NoError
 from kafka.structs import OffsetAndMetadata
 
 from shared import commit_note
@@ -44,7 +55,7 @@ STOP_STEP_TIMEOUT_MS = 4_000
 
 class GroupMember(ConsumerRebalanceListener):
     def __init__(self, kafka: KafkaConfig, app: str, topic: str, stop_requested: threading.Event,
-                 on_revoke: Callable[[], Offsets | None] = lambda: None) -> None:
+                 on_revoke: Callable[[], Offsets | None] = lambda: None, instance_id: str | None = None) -> None:
         self.topic = kafka.topic(topic)
         self.group_id = kafka.group_id(app)
         self.partitions: tuple[int, ...] | None = None  # assigned to this copy; None while the group rebalances
@@ -59,8 +70,9 @@ class GroupMember(ConsumerRebalanceListener):
         self._unread: list[Ranges] = []
         self._commits_failing = False  # one line for a run of failed commits, not one per batch
         self._outage = kafka_outage(stop_requested)
+        self._kafka = kafka
         self._consumer = self._outage.retry(lambda: KafkaConsumer(
-            group_id=self.group_id, enable_auto_commit=False,
+            group_id=self.group_id, group_instance_id=instance_id, enable_auto_commit=False,
             session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
             **kafka.kafka_python_kwargs()))
         self._consumer.subscribe([self.topic], listener=self)
@@ -158,10 +170,26 @@ class GroupMember(ConsumerRebalanceListener):
     def close(self) -> None:
         """Commit what is pending (a stopped run's last batch, a skip), then leave the group."""
         self._commit_last()
+        membership = self._consumer.group_metadata()
         try:
             self._consumer.close(autocommit=False, timeout_ms=STOP_STEP_TIMEOUT_MS)
+            if membership.group_instance_id and membership.member_id:
+                self._remove(MemberToRemove(membership.member_id, membership.group_instance_id))
         except KafkaError as error:  # the group drops this member after its session timeout
             log("leave_failed", group=self.group_id, error=type(error).__name__)
+
+    def _remove(self, member: MemberToRemove) -> None:
+        """Take a static member out of the group, unless a newer copy of the
+        same name replaced it (the broker fences a stale member id)."""
+        bounded = {"bootstrap_timeout_ms": STOP_STEP_TIMEOUT_MS, "request_timeout_ms": STOP_STEP_TIMEOUT_MS}
+        admin = KafkaAdminClient(**self._kafka.kafka_python_kwargs(), **bounded)
+        try:
+            result = admin.remove_group_members(self.group_id, [member])
+        finally:
+            admin.close()
+        for error in result.values():
+            if error is not NoError:
+                log("leave_failed", group=self.group_id, error=error.__name__)
 
     # Called on Spark's listener thread: they only hand over, never block.
 

@@ -122,10 +122,11 @@ def test_sigterm_while_the_broker_is_down_ends_every_workers_processes_within_30
         stack, prefix, database_url, workers):
     """A deploy or a daily restart during a broker failover: each copy's
     whole process group (Python and its JVM) is gone within the contract's
-    30 s, as Heroku's SIGKILL would otherwise end it (R12)."""
+    30 s, as Heroku's SIGKILL would otherwise end it (R12). Named as dynos
+    are: static members, which also remove themselves from their groups."""
     send(stack, prefix, make_lines(2000, seed=7))
     produce(stack, prefix + "loglines", [f"user_id: u{n} | action: login failed" for n in range(100)])
-    running = [workers.start(module) for module in
+    running = [workers.start(module, DYNO=f"{module.rsplit('.', 1)[1]}_worker.1") for module in
                ("services.text_processor", "services.aggregator", "services.anomaly_detector")]
     for worker in running:
         wait_until(lambda: worker.log_lines("batch"), 240, f"{worker.log_path}: a first batch")

@@ -159,6 +159,13 @@ def test_no_prefix_by_default():
     assert kafka.group_id("text-processor") == "text-processor-app"
 
 
+def test_a_dyno_is_a_static_member_named_by_the_prefix_and_dyno_and_elsewhere_a_dynamic_one():
+    on_heroku = {"KAFKA_URL": "kafka://b1.example:9092", "KAFKA_PREFIX": "wabash-58799.",
+                 "DYNO": "aggregator_worker.2"}
+    assert load(on_heroku).kafka.group_instance_id == "wabash-58799.aggregator_worker.2"
+    assert load({"KAFKA_URL": "kafka://b1.example:9092"}).kafka.group_instance_id is None
+
+
 def test_kafka_addon_reads_that_addons_variables(tls_env):
     env = {f"HEROKU_KAFKA_GRAY_{name[len('KAFKA_'):]}": value for name, value in tls_env.items()}
     env.update(KAFKA_ADDON="HEROKU_KAFKA_GRAY", HEROKU_KAFKA_GRAY_PREFIX="gray.",
