@@ -82,12 +82,8 @@ class GroupMember(ConsumerRebalanceListener):
     def wait_for_partitions(self) -> tuple[int, ...] | None:
         """Poll until the group gives this copy some partitions; None on stop."""
         idle_logged = False
-        # First without waiting: between two runs the partitions are
-        # usually still this copy's, and a poll waits its whole time.
-        seconds = 0.0
         while not self._stop_requested.is_set():
-            self.poll(seconds)
-            seconds = 0.5
+            self.poll()
             if self.partitions:
                 return self.partitions
             if self.partitions == () and not idle_logged:

@@ -196,7 +196,7 @@ class Supervisor:
 
     def run(self) -> None:
         history = History()
-        cold = True  # no batch stored yet by this process
+        cold = True  # until a small first run has stored its batch
         while (partitions := self.member.wait_for_partitions()) is not None:
             if self.warming:
                 self.warming.cut()  # the query needs the cores now
