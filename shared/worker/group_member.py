@@ -55,7 +55,7 @@ STOP_STEP_TIMEOUT_MS = 4_000
 
 class GroupMember(ConsumerRebalanceListener):
     def __init__(self, kafka: KafkaConfig, app: str, topic: str, stop_requested: threading.Event,
-                 on_revoke: Callable[[], Offsets | None] = lambda: None, instance_id: str | None = None) -> None:
+                 on_revoke: Callable[[], Offsets | None] = lambda: None) -> None:
         self.topic = kafka.topic(topic)
         self.group_id = kafka.group_id(app)
         self.partitions: tuple[int, ...] | None = None  # assigned to this copy; None while the group rebalances
@@ -72,7 +72,7 @@ class GroupMember(ConsumerRebalanceListener):
         self._outage = kafka_outage(stop_requested)
         self._kafka = kafka
         self._consumer = self._outage.retry(lambda: KafkaConsumer(
-            group_id=self.group_id, group_instance_id=instance_id, enable_auto_commit=False,
+            group_id=self.group_id, group_instance_id=kafka.group_instance_id, enable_auto_commit=False,
             session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
             **kafka.kafka_python_kwargs()))
         self._consumer.subscribe([self.topic], listener=self)

@@ -105,8 +105,7 @@ def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_re
     with the schema migrated). Runs on its own thread while Spark starts;
     the member is the main thread's once this returns."""
     assert config.kafka is not None  # load() requires it
-    member = GroupMember(config.kafka, worker.name, worker.topic, stop_requested, on_revoke=runs.revoke,
-                         instance_id=config.kafka.group_instance_id)
+    member = GroupMember(config.kafka, worker.name, worker.topic, stop_requested, on_revoke=runs.revoke)
     try:
         progress: GroupProgress | PostgresProgress = GroupProgress(member)
         if worker.progress == "postgres":
