@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import subprocess
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -56,22 +57,52 @@ class SparkCluster:
         properties.touch(mode=0o600)
         properties.write_text(f"spark.authenticate true\nspark.authenticate.secret {self.secret}\n"
                               "spark.network.crypto.enabled true\n")
+        self._start_master()
+        self.start_workers()
+        return self
+
+    def _start_master(self) -> None:
         self.master = self._daemon("master", "org.apache.spark.deploy.master.Master",
                                    "--host", "127.0.0.1", "--port", str(self.port),
                                    "--webui-port", str(self.ui_port))
         wait_until(lambda: self._state() is not None, START_TIMEOUT, f"the Spark master on {self.url}")
-        for number in range(self.worker_count):
-            self.workers.append(self._daemon(
-                f"worker-{number}", "org.apache.spark.deploy.worker.Worker",
-                "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
-                "--cores", str(self.cores), "--memory", self.memory,
-                "--work-dir", str(self.folder / f"work-{number}"), self.url))
+
+    def start_workers(self) -> None:
+        self.workers = [self._daemon(
+            f"worker-{number}", "org.apache.spark.deploy.worker.Worker",
+            "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+            "--cores", str(self.cores), "--memory", self.memory,
+            "--work-dir", str(self.folder / f"work-{number}"), self.url) for number in range(self.worker_count)]
         wait_until(lambda: len(self.alive_workers()) == self.worker_count, START_TIMEOUT,
                    f"{self.worker_count} Spark workers registered")
-        return self
+
+    def restart_master(self) -> None:
+        """A new master on the same address, which knows of no application
+        (standalone, without a recovery mode: an operator's restart)."""
+        assert self.master is not None
+        os.killpg(self.master.pid, signal.SIGTERM)
+        terminate(self.master)
+        self._start_master()
+
+    def kill_application(self, name: str) -> None:
+        """Remove a running application, as the master's web UI lets an
+        operator (and as the master does itself after executors failed in a
+        row): the master tells its driver it is dead."""
+        (app_id,) = [app["id"] for app in self.running_apps() if app["name"] == name]
+        form = urllib.parse.urlencode({"id": app_id, "terminate": "true"}).encode()
+        urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/app/kill/", data=form, timeout=10).close()
+
+    def kill_workers(self) -> None:
+        """SIGKILL to each worker's process group: its executors die with it."""
+        for process in self.workers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for executor in self.executors():
+            executor.kill()
 
     def _daemon(self, name: str, main_class: str, *args: str) -> subprocess.Popen:
-        log = open(self.folder / f"{name}.log", "w")
+        log = open(self.folder / f"{name}.log", "a")  # a restarted daemon adds to its log
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONF_DIR": str(self.folder),
                # Light daemons: they only schedule, and share 2 cores with the rest.
                "SPARK_DAEMON_MEMORY": "256m",

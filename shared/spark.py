@@ -59,7 +59,8 @@ def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_ME
 def session(app_name: str, kafka: KafkaConfig | None = None,
             config: SparkConfig | None = None) -> SparkSession:
     """The process's SparkSession. With `kafka` the JVM starts with the
-    variables its ``spark_kafka_options()`` name."""
+    variables its ``spark_kafka_options()`` name. After the session was
+    stopped, a new one in the same JVM."""
     if (running := SparkSession.getActiveSession()) is not None:
         return running
     if kafka is not None:
@@ -74,8 +75,9 @@ def session(app_name: str, kafka: KafkaConfig | None = None,
         options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     # PySpark starts the JVM with its configuration on the command line,
     # where any process of the host can read it: the JVM starts with the
-    # options, and the secrets reach the SparkContext through Py4J.
-    gateway = launch_gateway(SparkConf().setAll(list(options.items())))
+    # options, and the secrets reach the SparkContext through Py4J. A new
+    # session after a stopped one (shared.worker.driver) runs in the same JVM.
+    gateway = SparkContext._gateway or launch_gateway(SparkConf().setAll(list(options.items())))
     SparkContext(conf=SparkConf().setAll([*options.items(), *secrets.items()]), gateway=gateway)
     spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

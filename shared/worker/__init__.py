@@ -23,6 +23,7 @@ What ends a query run (lifecycle.Ended), and who says so:
     RESIZED  a batch measured a new size (foreachBatch, shared.exactly_once), or a cold
              process's small first run stored its batch (Supervisor.supervise)
     FAILED   the query failed, or foreachBatch gave a batch up (an outage, a fenced batch)
+    SPARK_LOST  a Spark cluster's outage took the driver's session (shared.worker.driver)
 
 What comes next (lifecycle.next_step, a pure function over the ending and
 the failures in a row):
@@ -34,10 +35,11 @@ the failures in a row):
     FAILED, 3rd in a row, a record's error ─> Search ──skipped──> Resume (next failure searches at once)
                                                 └──none──> BackOff
     FAILED otherwise ─────────────────────> BackOff(2, 4, 8 ... 30 s) -> Resume
+    SPARK_LOST ───────────────────────────> NewSession(2, 4, 8 ... 30 s) -> Resume
 
 Who owns what:
 
-- the main thread owns the SparkSession, the GroupMember (and its
+- the main thread owns the Driver and its SparkSession, the GroupMember (and its
   kafka-python consumer) and every QueryRun's start and end;
 - a QueryRun (shared.worker.query_run) owns one run's starting offsets,
   abandoned batches, reported log fields and reason to end; the foreachBatch

@@ -25,6 +25,7 @@ class Ended(Enum):
     REVOKED = "revoked"  # a rebalance took this copy's partitions
     RESIZED = "resized"  # its batches must read another number of records (also: a cold first run, after its batch)
     FAILED = "failed"  # the query failed, or a foreachBatch function gave up a batch
+    SPARK_LOST = "spark_lost"  # a Spark cluster's outage took the driver's session (shared.worker.driver)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,15 @@ class BackOff:
 
 
 @dataclass(frozen=True)
+class NewSession:
+    """Log `spark_lost`, wait `seconds` (still in the group), start a new
+    Spark session, then resume."""
+
+    seconds: int
+    error: str
+
+
+@dataclass(frozen=True)
 class Scan:
     """Look for records whose timestamp Spark cannot convert and skip them."""
 
@@ -90,7 +100,7 @@ class Stop:
     """Leave the loop: the worker releases Spark and the group, and exits 0."""
 
 
-Step = Resume | BackOff | Scan | Search | Stop
+Step = Resume | BackOff | NewSession | Scan | Search | Stop
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,8 @@ def next_step(event: Event, history: History) -> tuple[Step, History]:
 
         run stopped, or a scan or search cut by a stop  -> Stop
         run revoked or resized                           -> Resume
+        run ended by Spark's loss (a cluster's outage)   -> NewSession, after a back-off that grows
+                                                            while no batch is stored between
         run failed on an unreadable timestamp            -> Scan
         scan skipped records                             -> Resume
         run failed, or scan found nothing                -> Search, on the 3rd failure in a row
@@ -115,6 +127,9 @@ def next_step(event: Event, history: History) -> tuple[Step, History]:
             return Stop(), history
         case RunEnded(ended=Ended.REVOKED | Ended.RESIZED):
             return Resume(), history
+        case RunEnded(ended=Ended.SPARK_LOST) as lost:
+            failures = _failures(lost, history)
+            return NewSession(backoff_seconds(failures), lost.error), History(failures)
         case RunEnded(unreadable=True):
             return Scan(), history
         case ScanEnded(skipped=True):
@@ -131,8 +146,13 @@ def next_step(event: Event, history: History) -> tuple[Step, History]:
     raise AssertionError(f"no transition for {event}")
 
 
+def _failures(failure: RunEnded, history: History) -> int:
+    """Failed runs in a row, this one included: a stored batch begins a new count."""
+    return 1 if failure.stored_a_batch else history.failures + 1
+
+
 def _failed(failure: RunEnded, history: History) -> tuple[Step, History]:
-    failures = 1 if failure.stored_a_batch else history.failures + 1
+    failures = _failures(failure, history)
     if failures >= SEARCH_AFTER_FAILURES and failure.cause:
         return Search(failure.cause), History(failures)
     return BackOff(backoff_seconds(failures), failure.error), History(failures)

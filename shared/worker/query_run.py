@@ -227,7 +227,13 @@ def stop_gracefully(query: StreamingQuery) -> None:
         if last is not None and last.batchId > done:
             break
         time.sleep(0.05)
+    stop_now(query)
+
+
+def stop_now(query: StreamingQuery) -> None:
+    """Stop the query, its running batch cut; a query whose thread did not
+    end within spark.sql.streaming.stopTimeout (shared.spark) is logged."""
     try:
         query.stop()
-    except (Py4JJavaError, CapturedException) as error:  # spark.sql.streaming.stopTimeout passed (shared.spark)
+    except (Py4JJavaError, CapturedException) as error:
         log("query_stop_timed_out", error=errors.error_summary(error))

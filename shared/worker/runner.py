@@ -30,8 +30,9 @@ from shared.offsets import Offsets
 from shared.outages import StopRequested
 from shared.tls_check import check_tls
 from shared.worker import errors, search
+from shared.worker.driver import Driver
 from shared.worker.group_member import GroupMember
-from shared.worker.lifecycle import BackOff, Ended, History, Resume, RunEnded, Scan, Search, Stop, next_step
+from shared.worker.lifecycle import BackOff, Ended, History, NewSession, Resume, RunEnded, Scan, Search, Stop, next_step
 from shared.worker.progress import GroupProgress, PostgresProgress, engine_for, starting_offsets
 from shared.worker.query_run import BatchListener, QueryRun, Runs, stop_gracefully
 from shared.worker.spec import Context, Worker
@@ -52,7 +53,7 @@ def run_with(worker: Worker, config: config_module.Config, stop_requested: threa
     runs = Runs()
     with ExitStack() as resources:  # released last in, first out
         try:
-            spark, member, progress, warming = start(worker, config, runs, stop_requested, resources)
+            driver, member, progress, warming = start(worker, config, runs, stop_requested, resources)
             records = config.spark.max_offsets_per_trigger or worker.batch_records
             # A Postgres worker measures the bytes of its batches; the text
             # processor's stream through Spark, from Kafka to Kafka.
@@ -60,16 +61,16 @@ def run_with(worker: Worker, config: config_module.Config, stop_requested: threa
             context = Context(config, progress, BatchSize(records, budget), stop_requested)
             if worker.setup:
                 worker.setup(context)
-            spark.streams.addListener(BatchListener(worker.name, runs, member))
+            driver.add_listener(BatchListener(worker.name, runs, member))
             log("start", app=worker.name, topic=member.topic, group=member.group_id)
-            Supervisor(worker, spark, member, context, runs, warming).run()
+            Supervisor(worker, driver, member, context, runs, warming).run()
         except StopRequested:  # asked for while a broker or Postgres was away
             pass
     log("stopped", app=worker.name)
 
 
 def start(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
-          resources: ExitStack) -> tuple[SparkSession, GroupMember, GroupProgress | PostgresProgress,
+          resources: ExitStack) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress,
                                          "WarmingUp | None"]:
     """Spark, this copy's group member and its progress store, each closed by
     `resources`. The group join (a broker holds a new group's first join 3 s)
@@ -81,13 +82,15 @@ def start(worker: Worker, config: config_module.Config, runs: Runs, stop_request
                               name="join")
     resources.callback(_close_when_joined, joining)
     try:
-        spark = spark_module.session(worker.name, config.kafka, config.spark)
+        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark),
+                        on_cluster=config.spark.on_cluster)
     except BaseException:
         stop_requested.set()  # the group member gives up too
         raise
     finally:
         spark_started.set()
-    resources.callback(spark.stop)
+    resources.callback(driver.stop)
+    spark = driver.session
     Stopper(stop_requested)  # the JVM has started: SIGTERM now stops the worker in order
     # Not on a cluster: a job waiting there for executors would hold the stop.
     warming = None
@@ -95,7 +98,7 @@ def start(worker: Worker, config: config_module.Config, runs: Runs, stop_request
         warm_up = worker.warm_up
         warming = WarmingUp(spark, lambda: warm_up(spark, config))
         resources.callback(warming.end)
-    return (spark, *joining.result(), warming)
+    return (driver, *joining.result(), warming)
 
 
 def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
@@ -185,9 +188,9 @@ class Supervisor:
     """The main thread's loop: query runs on this copy's partitions, one
     after another, each next step as shared.worker.lifecycle decides."""
 
-    def __init__(self, worker: Worker, spark: SparkSession, member: GroupMember, context: Context,
+    def __init__(self, worker: Worker, driver: Driver, member: GroupMember, context: Context,
                  runs: Runs, warming: WarmingUp | None) -> None:
-        self.worker, self.spark, self.member, self.context, self.runs = worker, spark, member, context, runs
+        self.worker, self.driver, self.member, self.context, self.runs = worker, driver, member, context, runs
         self.warming = warming
         self.kafka = context.kafka
         self.topic = member.topic
@@ -199,11 +202,15 @@ class Supervisor:
         while (partitions := self.member.wait_for_partitions()) is not None:
             if self.warming:
                 self.warming.cut()  # the query needs the cores now
-            records = self.context.batch_size.records
-            first = cold_records(records) if cold else None
-            query_run, error = self.run_query(self.resume_from(partitions), first or records, one_batch=bool(first))
-            cold = cold and query_run.ending is not Ended.RESIZED  # resized: a batch went through
-            ended = self.outcome(query_run, error)
+            if lost := self.driver.lost():  # while it backed off, or since its last run
+                ended = RunEnded(Ended.SPARK_LOST, error=lost)
+            else:
+                records = self.context.batch_size.records
+                first = cold_records(records) if cold else None
+                query_run, error = self.run_query(self.resume_from(partitions), first or records,
+                                                  one_batch=bool(first))
+                cold = cold and query_run.ending is not Ended.RESIZED  # resized: a batch went through
+                ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)
             while True:
                 match step:
@@ -214,6 +221,12 @@ class Supervisor:
                     case BackOff(seconds=seconds, error=error_line):
                         log("query_failed", app=self.worker.name, error=error_line, retry_in_s=seconds)
                         self.member.wait(seconds)
+                        break
+                    case NewSession(seconds=seconds, error=error_line):
+                        log("spark_lost", app=self.worker.name, error=error_line, retry_in_s=seconds)
+                        self.member.wait(seconds)
+                        if not self.stop_requested.is_set():
+                            self.driver.renew()
                         break
                     case Scan():
                         step, history = next_step(search.scan(self, ended), history)
@@ -228,8 +241,8 @@ class Supervisor:
         Returns the run and the error the query failed with, if any."""
         worker = self.worker
         query_run = QueryRun(starting)
-        source = spark_module.kafka_stream(self.spark, self.kafka, worker.topic, worker.name, starting, records,
-                                           worker.read_headers)
+        source = spark_module.kafka_stream(self.driver.session, self.kafka, worker.topic, worker.name, starting,
+                                           records, worker.read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:
             self.runs.start(query_run, self.member,
                             lambda: worker.start_query(self.context, query_run, source, checkpoint))
@@ -257,8 +270,12 @@ class Supervisor:
                and not reached_its_end()):
             # A search's runs and a cold first run are short: notice their end sooner.
             self.member.poll(0.1 if until or one_batch else 0.5)
+            if self.driver.lost():
+                query_run.end(Ended.SPARK_LOST)  # its batch will never finish: the new session's run reads it again
         if one_batch and query_run.stored_a_batch():
             query_run.end(Ended.RESIZED)  # the next run reads full batches
+        if query_run.ending is Ended.SPARK_LOST:
+            return None
         if query.isActive:
             stop_gracefully(query)
         return query.exception()  # None unless the query failed
@@ -269,6 +286,8 @@ class Supervisor:
         given, then a failure."""
         if self.stop_requested.is_set():
             return RunEnded(Ended.STOPPED)
+        if lost := self.driver.lost():  # a batch failed by a cluster's outage is not a record's failure
+            return RunEnded(Ended.SPARK_LOST, query_run.stored_a_batch(), error=lost)
         ending = query_run.ending
         if ending in (Ended.STOPPED, Ended.REVOKED, Ended.RESIZED):
             return RunEnded(ending)

@@ -23,6 +23,8 @@ from tests.pipeline import (
     send,
     wait_for_exact_counts,
     wait_inside_a_batch,
+    words_counted,
+    words_written,
 )
 
 
@@ -94,3 +96,43 @@ def test_drivers_on_a_cluster_one_under_spark_submit_as_the_readme_says_count_ev
     wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
     assert sorted(app["name"] for app in cluster.running_apps()) == ["aggregator", "text-processor"]
     assert "Traceback" not in text_processor.output()
+
+
+def test_a_driver_outlives_its_clusters_outage_and_counts_every_word_once(stack, prefix, database_url, workers,
+                                                                           cluster):
+    lines = make_lines(4 * BATCH_LINES, seed=8)
+    send(stack, prefix, lines[:BATCH_LINES])
+    workers.start("services.text_processor")  # on a local master: one driver on the cluster, fewer JVMs
+    aggregator = workers.start("services.aggregator", **cluster.driver_environment(executors=1))
+    wait_until(lambda: aggregator.log_lines("batch"), 240, "the aggregator's first batch")
+    send(stack, prefix, lines[BATCH_LINES:])
+    # Words waiting behind the aggregator's running batch: the next one begins as this one ends.
+    wait_until(lambda: words_written(stack, prefix) > words_counted(database_url, prefix) + 100_000, 120,
+               "a backlog of words behind the aggregator")
+    backlog_end = words_written(stack, prefix)
+
+    # The workers (and their executors) die under the running batch; the
+    # master restarts knowing no application; the workers come back.
+    cluster.kill_workers()
+    assert words_counted(database_url, prefix) < backlog_end, "the fault came after the backlog was stored"
+    cluster.restart_master()
+    cluster.start_workers()
+
+    wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
+    lost = aggregator.log_lines("spark_lost")
+    assert len(lost) == 1, lost  # one line for the outage, however long the driver waited
+    assert "no executor" in lost[0]["error"]
+
+    # The master removes the application: Spark stops the driver's context under it.
+    more = make_lines(BATCH_LINES, seed=9)
+    send(stack, prefix, more)
+    wait_until(lambda: words_written(stack, prefix) > words_counted(database_url, prefix) + 50_000, 120,
+               "a backlog of words behind the aggregator")
+    cluster.kill_application("aggregator")
+    wait_for_exact_counts(stack, prefix, database_url, aggregator, lines + more)
+    lost = aggregator.log_lines("spark_lost")
+    assert len(lost) == 2 and "stopped the context" in lost[1]["error"], lost
+    assert ["aggregator"] == [app["name"] for app in cluster.running_apps()]  # the new session's application
+    aggregator.signal(signal.SIGTERM)
+    assert aggregator.wait(30) == 0
+    assert_no_stack_trace(aggregator.output())

@@ -7,6 +7,7 @@ from shared.worker.lifecycle import (
     BackOff,
     Ended,
     History,
+    NewSession,
     Resume,
     RunEnded,
     Scan,
@@ -100,3 +101,13 @@ def test_an_unreadable_timestamp_scans_at_once_and_a_scan_that_skipped_resumes()
 def test_a_scan_that_found_nothing_counts_as_the_failure_it_followed():
     """The broker went away during the scan: the run's failure backs off as any other."""
     assert next_step(ScanEnded(UNREADABLE, skipped=False), History()) == (BackOff(2, UNREADABLE.error), History(1))
+
+
+def test_a_lost_spark_starts_a_new_session_backing_off_as_failures_do_and_never_searches():
+    """e2e: test_a_driver_outlives_its_clusters_outage_and_counts_every_word_once."""
+    lost = RunEnded(Ended.SPARK_LOST, error="no executor for 30 s")
+    taken, history = steps([POISON, POISON, lost, lost])
+    assert taken[2:] == [NewSession(8, lost.error), NewSession(16, lost.error)]  # not a Search: no record's fault
+    assert history == History(4)
+    after_a_batch = RunEnded(Ended.SPARK_LOST, stored_a_batch=True, error=lost.error)
+    assert next_step(after_a_batch, history) == (NewSession(2, lost.error), History(1))
