@@ -12,6 +12,7 @@ from benchmarks import (
     cluster,
     cold_start,
     restart,
+    soak,
     stack_startup,
     startup,
     text_processor,
@@ -29,6 +30,7 @@ CASES = {
     "anomaly_detector": anomaly_detector.main,
     "web": web.main,
     "cluster": cluster.main,
+    "soak": soak.main,
 }
 
 

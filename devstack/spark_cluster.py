@@ -76,12 +76,15 @@ class SparkCluster:
         wait_until(lambda: len(self.alive_workers()) == self.worker_count, START_TIMEOUT,
                    f"{self.worker_count} Spark workers registered")
 
-    def restart_master(self) -> None:
-        """A new master on the same address, which knows of no application
+    def stop_master(self) -> None:
+        """The master gone; started again, it knows of no application
         (standalone, without a recovery mode: an operator's restart)."""
         assert self.master is not None
         os.killpg(self.master.pid, signal.SIGTERM)
         terminate(self.master)
+
+    def restart_master(self) -> None:
+        self.stop_master()
         self._start_master()
 
     def kill_application(self, name: str) -> None:

@@ -14,7 +14,9 @@ The supervisor asks `lost()` as it polls and before each query run; once
 lost, it backs off and calls `renew()`, which starts a new SparkContext in
 the same JVM: a new application on the master, resuming from the stored
 offsets. A renewal that fails (the master is still away) leaves the driver
-lost, and the supervisor tries again after a longer back-off.
+lost, and the supervisor tries again after a longer back-off. A new context
+waits for the master to register it (60 s, when the master is away): a stop
+asked for meanwhile ends the wait, and the process exits without it.
 
     running ──lost()──> lost ──renew()──> running
        │                  └─ renew() failed ─> lost (the next back-off is longer)
@@ -26,6 +28,7 @@ session. A JVM thread that dies of an exception calls ThreadDeaths on a
 Py4J thread.
 """
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +40,7 @@ from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
+from shared import background
 from shared.logs import log
 from shared.worker import errors
 from shared.worker.query_run import stop_now
@@ -88,9 +92,12 @@ class ThreadDeaths:
 
 
 class Driver:
-    def __init__(self, start: Callable[[], SparkSession], on_cluster: bool) -> None:
+    """The session the main thread's query runs start on (the states above)."""
+
+    def __init__(self, start: Callable[[], SparkSession], on_cluster: bool, stop_requested: threading.Event) -> None:
         self._start = start
         self._on_cluster = on_cluster
+        self._stop_requested = stop_requested
         self._session: SparkSession | None = start()
         self._executors = Executors()
         self._listeners: list[StreamingQueryListener] = []
@@ -116,9 +123,9 @@ class Driver:
             return "no Spark session: its start failed"
         if self._context_stopped():
             return "Spark stopped the context: the cluster removed the application"
-        context = self._session.sparkContext._jsc.sc()
         if self._on_cluster:
-            executors = len(context.statusTracker().getExecutorInfos()) - 1  # the driver is listed too
+            tracker = self._session.sparkContext._jsc.sc().statusTracker()
+            executors = len(tracker.getExecutorInfos()) - 1  # the driver is listed too
             if self._executors.gone(executors, time.monotonic()):
                 return f"no executor for {EXECUTORLESS_SECONDS:.0f} s: the master forgot the application"
         return None
@@ -131,15 +138,19 @@ class Driver:
         return java_context is None or bool(java_context.sc().isStopped())
 
     def renew(self) -> None:
-        """Stop the lost session and start a new one in the same JVM."""
+        """Stop the lost session and start a new one in the same JVM, unless
+        a stop is asked for first."""
         self.stop()
         self._executors = Executors()
+        starting = background.call(self._start, name="spark-session")
+        while not starting.done():
+            if self._stop_requested.wait(0.2):
+                return  # still lost: the process exits, and the JVM with it
         try:
-            self._session = self._start()
+            self._session = starting.result()
             for listener in self._listeners:
                 self._session.streams.addListener(listener)
         except (Py4JError, PySparkException) as error:  # the master still away: lost() says so
-            self._session = None
             log("spark_start_failed", error=errors.error_summary(error))
 
     def stop(self) -> None:

@@ -133,6 +133,14 @@ def test_a_driver_outlives_its_clusters_outage_and_counts_every_word_once(stack,
     lost = aggregator.log_lines("spark_lost")
     assert len(lost) == 2 and "stopped the context" in lost[1]["error"], lost
     assert ["aggregator"] == [app["name"] for app in cluster.running_apps()]  # the new session's application
+
+    # The cluster gone for good: a SIGTERM while the new session tries to register stops the driver in time.
+    cluster.kill_workers()
+    cluster.stop_master()
+    wait_until(lambda: len(aggregator.log_lines("spark_lost")) == 3, 120, "the driver's Spark lost again")
+    registering = aggregator.output().count("Failed to connect to master")
+    wait_until(lambda: aggregator.output().count("Failed to connect to master") > registering, 60,
+               "a new session trying to register")
     aggregator.signal(signal.SIGTERM)
     assert aggregator.wait(30) == 0
     assert_no_stack_trace(aggregator.output())

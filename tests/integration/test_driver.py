@@ -10,10 +10,12 @@ import sys
 from devstack.local_stack import ROOT
 
 SCRIPT = '''
+import threading
+
 from shared.spark import session
 from shared.worker.driver import Driver
 
-driver = Driver(lambda: session("driver-test"), on_cluster=True)
+driver = Driver(lambda: session("driver-test"), on_cluster=True, stop_requested=threading.Event())
 gateway = driver.session.sparkContext._gateway
 
 class Fails:

@@ -129,7 +129,7 @@ def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monk
         raise RuntimeError("a bug")
 
     driver = SimpleNamespace(session=None, add_listener=add_listener, stop=stopped.set)
-    monkeypatch.setattr(runner, "Driver", lambda start, on_cluster: driver)
+    monkeypatch.setattr(runner, "Driver", lambda *args: driver)
     monkeypatch.setattr(runner, "join_group", lambda *args: (member, None))
     worker = Worker(name="echo", topic="textlines", batch_records=10, start_query=lambda *args: None)
     with pytest.raises(RuntimeError, match="a bug"):

@@ -1,0 +1,106 @@
+"""The three workers side by side on a steady stream, for an hour: whether
+each one's memory fits a standard-2x dyno (1,024 MB) all day.
+
+300 text lines and 300 log lines a second (BENCH_SOAK_RATE), for
+BENCH_SOAK_MINUTES (60). Every 15 s, the resident memory of each worker's
+Python and its JVM (a helper the JVM forks is left out: it shares the JVM's
+pages); at the end, the JVM's native memory by category
+(`-XX:NativeMemoryTracking=summary`, read with `jcmd`). Reported per worker:
+RSS at 2 minutes, at half time and at the end, its peak, and its slope over
+the second half (MB a minute, least squares). Target (issue 35): at most
+820 MB after an hour, flat over the second half.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+from benchmarks.harness import local_stack, report
+from devstack.local_stack import ROOT
+from devstack.processes import Worker
+
+MINUTES = float(os.environ.get("BENCH_SOAK_MINUTES", "60"))
+RATE = os.environ.get("BENCH_SOAK_RATE", "300")
+SAMPLE_SECONDS = 15
+WORKERS = ("text_processor", "aggregator", "anomaly_detector")
+GENERATORS = ("services.text_processor.generate", "services.anomaly_detector.generate")
+
+
+def main() -> None:
+    with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
+        prefix = "soak."
+        stack.broker.create_topics(prefix, partitions=2)
+        env = {**os.environ, **stack.environment(prefix),
+               "SPARK_SUBMIT_OPTS": "-XX:NativeMemoryTracking=summary"}
+        workers = {name: Worker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS}
+        generators = [Worker(module, env, f"{folder}/{module}.log",
+                             [sys.executable, "-m", module, "--rate", RATE]) for module in GENERATORS]
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in WORKERS}  # (minutes, MB)
+        began = time.monotonic()
+        try:
+            while (minutes := (time.monotonic() - began) / 60) < MINUTES:
+                for name, worker in workers.items():
+                    samples[name].append((minutes, rss_mb(worker)))
+                time.sleep(SAMPLE_SECONDS)
+            native = {name: native_memory_mb(worker) for name, worker in workers.items()}
+        finally:
+            for process in [*generators, *workers.values()]:
+                process.signal(signal.SIGTERM)
+                process.wait(60)
+        for name in WORKERS:
+            series = samples[name]
+            second_half = [(m, mb) for m, mb in series if m >= MINUTES / 2]
+            report("soak", worker=name, minutes=MINUTES, rate_per_s=RATE,
+                   rss_mb_at_2_min=at(series, 2), rss_mb_at_half=at(series, MINUTES / 2),
+                   rss_mb_at_end=series[-1][1], rss_mb_peak=max(mb for _, mb in series),
+                   slope_mb_per_min_second_half=slope(second_half),
+                   batches=len(workers[name].log_lines("batch")), **native[name])
+
+
+def rss_mb(worker: Worker) -> float:
+    """Python's and its JVM's resident memory: not a helper the JVM forks."""
+    try:
+        root = psutil.Process(worker.process.pid)
+        return sum(p.memory_info().rss for p in (root, *root.children(recursive=True))
+                   if p.name() in ("python", "java")) / 2**20
+    except psutil.Error:
+        return 0.0
+
+
+def native_memory_mb(worker: Worker) -> dict[str, float]:
+    """The JVM's committed memory by NMT category, in MB (`nmt_<category>_mb`)."""
+    java = [p for p in psutil.Process(worker.process.pid).children(recursive=True) if p.name() == "java"]
+    if not java:
+        return {}
+    summary = subprocess.run([str(jcmd()), str(java[0].pid), "VM.native_memory", "summary", "scale=KB"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    found = re.findall(r"^-\s+([\w ]+?) \(reserved=\d+KB, committed=(\d+)KB", summary, re.M)
+    return {"nmt_" + "_".join(category.lower().split()) + "_mb": int(kb) / 1024 for category, kb in found}
+
+
+def jcmd() -> str:
+    """The JDK's jcmd beside the java that runs the workers (the slug's JDK, or JAVA_HOME's)."""
+    home = os.environ.get("JAVA_HOME")
+    return f"{home}/bin/jcmd" if home else "jcmd"
+
+
+def at(series: list[tuple[float, float]], minute: float) -> float:
+    """The sample nearest `minute`."""
+    return min(series, key=lambda sample: abs(sample[0] - minute))[1]
+
+
+def slope(series: list[tuple[float, float]]) -> float:
+    """Least squares, MB a minute."""
+    if len(series) < 2:
+        return 0.0
+    mean_x = sum(m for m, _ in series) / len(series)
+    mean_y = sum(mb for _, mb in series) / len(series)
+    spread = sum((m - mean_x) ** 2 for m, _ in series)
+    return sum((m - mean_x) * (mb - mean_y) for m, mb in series) / spread if spread else 0.0
+
