@@ -37,7 +37,8 @@ def main() -> None:
         prefix = "soak."
         stack.broker.create_topics(prefix, partitions=2)
         env = {**os.environ, **stack.environment(prefix),
-               "SPARK_SUBMIT_OPTS": "-XX:NativeMemoryTracking=summary"}
+               # A lever's JVM options to measure come in SPARK_SUBMIT_OPTS too.
+               "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:NativeMemoryTracking=summary"}
         workers = {name: Worker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS}
         generators = [Worker(module, env, f"{folder}/{module}.log",
                              [sys.executable, "-m", module, "--rate", RATE]) for module in GENERATORS]
