@@ -35,17 +35,21 @@ EVENT_TIME_DIGITS = 13
 MAX_KEY_BYTES = 2000
 
 # Event times are accepted from the epoch (Kafka has no earlier timestamps) to
-# an hour ahead of the batch's clock (Kafka 4.0's default for the broker's
-# log.message.timestamp.after.max.ms). Outside that a time either cannot be
-# held by Spark or Postgres (the batch would fail on every retry) or would
-# drag windows and pruning horizons into the future: such records are skipped
-# and counted.
+# an hour past the end of the batch's day (UTC): at least an hour ahead of its
+# clock (Kafka 4.0's default for the broker's log.message.timestamp.after.max.ms),
+# at most 25. Outside that a time either cannot be held by Spark or Postgres
+# (the batch would fail on every retry) or would drag windows into the future:
+# such records are skipped and counted. A day, not the batch's clock: a
+# streaming query writes the batch's time into the code it generates, so a
+# bound of the clock compiled and loaded new classes for every micro-batch;
+# the date changes once a day.
 MAX_AHEAD_MS = 3_600_000
 
 
 def plausible_millis(millis: Column) -> Column:
     """Whether an epoch-milliseconds column is an event time the workers accept."""
-    return millis.between(F.lit(0), F.unix_millis(F.current_timestamp()) + MAX_AHEAD_MS)
+    end_of_day = F.unix_millis(F.date_add(F.current_date(), 1).cast("timestamp"))
+    return millis.between(F.lit(0), end_of_day + MAX_AHEAD_MS)
 
 
 def window_start(millis: Column, window_seconds: int) -> Column:

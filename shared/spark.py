@@ -38,6 +38,17 @@ STOP_TIMEOUT_MS = 4_000  # of a streaming query's stop
 # writes or renames: some 25 processes of a JVM's size a micro-batch, about
 # half of an empty batch's time (docs/decisions/checkpoint-files.md).
 CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+# A driver's JVM beside its maximum heap (SPARK_DRIVER_MEMORY), sized so that
+# a worker stays flat within a standard-2x dyno all day (docs/operations.md,
+# "Sizing and scaling"). The heap starts small and grows as it needs: the
+# JVM's own default start is a 64th of the memory it sees, the host's on a
+# dyno, and every page of a young generation is touched as it cycles. The
+# JIT's compiled code stops at 64 MB instead of growing for hours toward 240.
+JVM_MEMORY_OPTIONS = ("-Xms128m", "-Xmn64m", "-XX:ReservedCodeCacheSize=64m")
+# What Spark's status store keeps of past jobs, stages and SQL executions
+# (1,000 of each by default), kept with the UI off too: a micro-batch adds
+# to each, so a driver's live heap grew for as long as it ran.
+RETAINED_HISTORY = "50"
 
 
 def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> str:
@@ -121,6 +132,7 @@ def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
             english,
             f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
             "-XX:+UseSerialGC",
+            *JVM_MEMORY_OPTIONS,
             *([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []),
         ]),
         "spark.executor.extraJavaOptions": english,  # on a cluster
@@ -129,6 +141,9 @@ def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        "spark.ui.retainedJobs": RETAINED_HISTORY,
+        "spark.ui.retainedStages": RETAINED_HISTORY,
+        "spark.sql.ui.retainedExecutions": RETAINED_HISTORY,
         "spark.sql.adaptive.enabled": "false",  # not used by streaming queries
         "spark.redaction.regex": REDACTED,
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",

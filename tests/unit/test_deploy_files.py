@@ -146,7 +146,9 @@ def test_heroku_setup_on_a_basic_plan_creates_topics_and_consumer_groups(tmp_pat
                                       "anomaly_detector_worker")]
     assert "run --exit-code --app my-app -- " + " ".join(procfile()["release"]) in calls
     (scale,) = [call for call in calls if call.startswith("ps:scale")]
-    assert set(scale.split()[1:-2]) == {f"{process}=1" for process in WORKERS | {"web"}}
+    formation = json.loads((ROOT / "app.json").read_text())["formation"]
+    assert set(scale.split()[1:-2]) == {f"{process}=1:{formation[process]['size']}"
+                                        for process in WORKERS | {"web"}}
     (password,) = [call for call in calls if call.startswith("config:set")]
     assert re.fullmatch(r"config:set DASHBOARD_PASSWORD=[0-9a-f]{32} --app my-app", password)
 

@@ -1,0 +1,52 @@
+"""End-to-end latency at a steady rate, the three workers side by side as a
+dyno formation runs them: 1,000 text lines and 1,000 log lines a second
+(BENCH_LATENCY_RATE), and on top of them
+
+- probe lines, each one unique word, 10 a second: seconds from a probe
+  line's produce to its word's count in Postgres (text processor, `words`,
+  aggregator);
+- probe users, each 51 failed logins: seconds from the crossing record's
+  produce to its alert on `alerts` (anomaly detector).
+
+The probes start once every worker has stored a batch. Targets (issue 34):
+a line's words counted within 3 s (p99), an alert within 1 s (p99).
+"""
+
+import os
+import signal
+import sys
+import tempfile
+
+from benchmarks import aggregator, anomaly_detector
+from benchmarks.harness import local_stack, migrated_engine, percentile, report
+from devstack.local_stack import wait_until
+from devstack.processes import Worker
+
+RATE = os.environ.get("BENCH_LATENCY_RATE", "1000")
+PREFIX = anomaly_detector.PREFIX  # its probes' topics
+WORKERS = ("text_processor", "aggregator", "anomaly_detector")
+GENERATORS = ("services.text_processor.generate", "services.anomaly_detector.generate")
+
+
+def main() -> None:
+    with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
+        stack.broker.create_topics(PREFIX, partitions=2)
+        engine = migrated_engine(stack)
+        env = {**os.environ, **stack.environment(PREFIX)}
+        workers = [Worker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS]
+        generators = [Worker(module, env, f"{folder}/{module}.log",
+                             [sys.executable, "-m", module, "--rate", RATE]) for module in GENERATORS]
+        try:
+            wait_until(lambda: all(worker.log_lines("batch") for worker in workers), 300,
+                       "a batch stored by every worker")
+            counted = aggregator.probe_latencies(stack, PREFIX + "textlines", engine)
+            alerted = anomaly_detector.alert_latencies(stack)
+        finally:
+            for process in [*generators, *workers]:
+                process.signal(signal.SIGTERM)
+                process.wait(60)
+        engine.dispose()
+        report("latency_line_to_count", rate_per_s=RATE, probes=len(counted),
+               p50_s=percentile(counted, 0.5), p99_s=percentile(counted, 0.99), max_s=max(counted))
+        report("latency_failed_login_to_alert", rate_per_s=RATE, probes=len(alerted),
+               p50_s=percentile(alerted, 0.5), p99_s=percentile(alerted, 0.99), max_s=max(alerted))
