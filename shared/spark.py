@@ -41,8 +41,8 @@ CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointin
 # A driver's JVM beside its maximum heap (SPARK_DRIVER_MEMORY), sized so that
 # a worker stays flat within a standard-2x dyno all day (docs/operations.md,
 # "Sizing and scaling"). The heap starts small and grows as it needs: the
-# JVM's own default start is a 64th of the memory it sees, the host's on a
-# dyno, and every page of a young generation is touched as it cycles. The
+# JVM's own default start is a 64th of the memory it sees (on a dyno maybe
+# its host's), and every page of a young generation is touched as it cycles. The
 # JIT's compiled code stops at 64 MB instead of growing for hours toward 240.
 JVM_MEMORY_OPTIONS = ("-Xms128m", "-Xmn64m", "-XX:ReservedCodeCacheSize=64m")
 # What Spark's status store keeps of past jobs, stages and SQL executions
