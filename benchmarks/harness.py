@@ -1,12 +1,15 @@
 """What the benchmark cases share: a stack, a drained backlog's numbers, a report line."""
 
 import os
+import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from devstack.local_stack import LocalStack, wait_until
 from devstack.postgres import STORED_OFFSETS
-from devstack.processes import MeasuredWorker
+from devstack.processes import MeasuredWorker, Worker
 
 
 def migrated_engine(stack):
@@ -108,3 +111,23 @@ def spark_preload(stack, topic, build_records, count):
      .options(**kafka.spark_kafka_options()).option("topic", topic)
      .option("kafka.linger.ms", "50").option("kafka.batch.size", "1000000").save())
     return time.monotonic() - began
+
+
+WORKERS = ("text_processor", "aggregator", "anomaly_detector")
+GENERATORS = ("services.text_processor.generate", "services.anomaly_detector.generate")
+
+
+@contextmanager
+def formation(env: dict, folder: str, rate: str) -> Iterator[dict[str, Worker]]:
+    """The three workers side by side, as a dyno formation runs them, with
+    `rate` text lines and `rate` log lines a second; {name: worker}. All of
+    them are stopped (SIGTERM) at the end."""
+    workers = {name: Worker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS}
+    generators = [Worker(module, env, f"{folder}/{module}.log", [sys.executable, "-m", module, "--rate", rate])
+                  for module in GENERATORS]
+    try:
+        yield workers
+    finally:
+        for process in [*generators, *workers.values()]:
+            process.signal(signal.SIGTERM)
+            process.wait(60)

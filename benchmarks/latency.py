@@ -15,37 +15,25 @@ a line's words counted within 3 s (p99), an alert within 1 s (p99).
 """
 
 import os
-import signal
-import sys
 import tempfile
 
 from benchmarks import aggregator, anomaly_detector
-from benchmarks.harness import local_stack, migrated_engine, percentile, report
+from benchmarks.harness import formation, local_stack, migrated_engine, percentile, report
 from devstack.local_stack import wait_until
 from devstack.processes import Worker
 
 RATE = os.environ.get("BENCH_LATENCY_RATE", "1000")
 PREFIX = anomaly_detector.PREFIX  # its probes' topics
-WORKERS = ("text_processor", "aggregator", "anomaly_detector")
-GENERATORS = ("services.text_processor.generate", "services.anomaly_detector.generate")
 
 
 def main() -> None:
     with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
         stack.broker.create_topics(PREFIX, partitions=2)
         engine = migrated_engine(stack)
-        env = {**os.environ, **stack.environment(PREFIX)}
-        workers = [Worker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS]
-        generators = [Worker(module, env, f"{folder}/{module}.log",
-                             [sys.executable, "-m", module, "--rate", RATE]) for module in GENERATORS]
-        try:
-            wait_until(lambda: all(caught_up(worker) for worker in workers), 600, "every worker caught up")
+        with formation({**os.environ, **stack.environment(PREFIX)}, folder, RATE) as workers:
+            wait_until(lambda: all(caught_up(worker) for worker in workers.values()), 600, "every worker caught up")
             counted = aggregator.probe_latencies(stack, PREFIX + "textlines", engine)
             alerted = anomaly_detector.alert_latencies(stack)
-        finally:
-            for process in [*generators, *workers]:
-                process.signal(signal.SIGTERM)
-                process.wait(60)
         engine.dispose()
         report("latency_line_to_count", rate_per_s=RATE, probes=len(counted),
                p50_s=percentile(counted, 0.5), p99_s=percentile(counted, 0.99), max_s=max(counted))

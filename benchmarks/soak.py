@@ -13,23 +13,19 @@ the second half (MB a minute, least squares). Target (issue 35): at most
 
 import os
 import re
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 import psutil
 
-from benchmarks.harness import local_stack, report
+from benchmarks.harness import WORKERS, formation, local_stack, report
 from devstack.local_stack import ROOT
 from devstack.processes import Worker
 
 MINUTES = float(os.environ.get("BENCH_SOAK_MINUTES", "60"))
 RATE = os.environ.get("BENCH_SOAK_RATE", "300")
 SAMPLE_SECONDS = 15
-WORKERS = ("text_processor", "aggregator", "anomaly_detector")
-GENERATORS = ("services.text_processor.generate", "services.anomaly_detector.generate")
 
 
 def main() -> None:
@@ -39,21 +35,14 @@ def main() -> None:
         env = {**os.environ, **stack.environment(prefix),
                # A lever's JVM options to measure come in SPARK_SUBMIT_OPTS too.
                "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:NativeMemoryTracking=summary"}
-        workers = {name: Worker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS}
-        generators = [Worker(module, env, f"{folder}/{module}.log",
-                             [sys.executable, "-m", module, "--rate", RATE]) for module in GENERATORS]
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in WORKERS}  # (minutes, MB)
-        began = time.monotonic()
-        try:
+        with formation(env, folder, RATE) as workers:
+            began = time.monotonic()
             while (minutes := (time.monotonic() - began) / 60) < MINUTES:
                 for name, worker in workers.items():
                     samples[name].append((minutes, rss_mb(worker)))
                 time.sleep(SAMPLE_SECONDS)
             native = {name: native_memory_mb(worker) for name, worker in workers.items()}
-        finally:
-            for process in [*generators, *workers.values()]:
-                process.signal(signal.SIGTERM)
-                process.wait(60)
         for name in WORKERS:
             series = samples[name]
             second_half = [(m, mb) for m, mb in series if m >= MINUTES / 2]
