@@ -11,6 +11,10 @@ Threads: the main thread owns the member and its consumer (kafka-python's
 consumer is not thread-safe): every method runs there, except `report`
 and `report_unread`, which Spark's listener thread calls and which only
 hand their argument over under the lock, for the next `poll` to act on.
+kafka-python runs the consumer's network, heartbeats included, on an IO
+thread of its own, and calls the rebalance callbacks there while the main
+thread waits inside `poll`: a callback that blocks (a revoke waits for the
+running batch) holds the heartbeats too, within the session timeout.
 
 In a rebalance Kafka takes every partition back before handing any out:
 `on_partitions_revoked` (inside `poll`) calls `on_revoke`, which stops the
@@ -130,6 +134,15 @@ class GroupMember(ConsumerRebalanceListener):
         with self._lock:
             self._pending.update(offsets)
 
+    def commit_now(self, run_id: str, offsets: Offsets) -> None:
+        """Commit where run `run_id` stored so far at once, not with the
+        next poll, unless a rebalance took its partitions."""
+        with self._lock:
+            if self._accepting != run_id:
+                return
+            self._pending.update(offsets)
+        self._flush()
+
     def committed(self) -> Offsets:
         """{partition: next offset} as committed by the group, for the
         assigned partitions. What is pending is sent first: the broker
@@ -202,7 +215,7 @@ class GroupMember(ConsumerRebalanceListener):
         with self._lock:
             self._unread.append(ranges)
 
-    # kafka-python's rebalance callbacks, inside poll() on the main thread.
+    # kafka-python's rebalance callbacks, on its IO thread while the main thread waits in poll().
 
     def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         self.partitions = None

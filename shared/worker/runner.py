@@ -274,6 +274,9 @@ class Supervisor:
                 query_run.end(Ended.SPARK_LOST)  # its batch will never finish: the new session's run reads it again
         if one_batch and query_run.stored_a_batch():
             query_run.end(Ended.RESIZED)  # the next run reads full batches
+            # Committed now, not after the stop below waits out the next
+            # batch: a cold start's first progress, as a lag alarm sees it.
+            self.member.commit_now(query_run.id, query_run.stored_end() or {})
         if query_run.ending is Ended.SPARK_LOST:
             return None
         if query.isActive:

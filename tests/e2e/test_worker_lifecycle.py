@@ -206,6 +206,24 @@ def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack,
         member.close()
 
 
+def test_a_run_commits_what_it_stored_at_once_unless_it_is_no_longer_accepted(stack, prefix):
+    """A cold first run's batch is committed before its query stops (the
+    stop waits out the next batch), without waiting for a poll."""
+    give_up = threading.Event()
+    member = GroupMember(load(stack.environment(prefix)).kafka, "at-once", "textlines", give_up)
+    try:
+        assert partitions_within(member, give_up, 60) == (0, 1)
+        group, topic = prefix + "at-once-app", prefix + "textlines"
+        member.begin_run("run-1")
+        member.commit_now("run-1", {0: 5})
+        wait_until(lambda: committed_offsets(stack, group, topic) == {0: 5}, 30, "the commit, with no poll")
+        member.end_run("run-1", None)
+        member.commit_now("run-1", {0: 9})  # a rebalance or a stop ended the run meanwhile
+        assert member.committed() == {0: 5}  # sends what is pending first
+    finally:
+        member.close()
+
+
 def partitions_within(member, give_up, seconds):
     """The member's partitions, or None once `seconds` passed without any (a
     test that waits, never one that hangs the suite): `give_up` is the
