@@ -4,11 +4,13 @@ each one's memory fits a standard-2x dyno (1,024 MB) all day.
 300 text lines and 300 log lines a second (BENCH_SOAK_RATE), for
 BENCH_SOAK_MINUTES (60). Every 15 s, the resident memory of each worker's
 Python and its JVM (a helper the JVM forks is left out: it shares the JVM's
-pages); at the end, the JVM's native memory by category
+pages); every NMT_MINUTES, the JVM's native memory by category
 (`-XX:NativeMemoryTracking=summary`, read with `jcmd`). Reported per worker:
 RSS at 2 minutes, at half time and at the end, its peak, and its slope over
-the second half (MB a minute, least squares). Target (issue 35): at most
-820 MB after an hour, flat over the second half.
+the second half (MB a minute, least squares); each NMT category at the end,
+and the second half's slope of each that moved (`nmt_<category>_slope`):
+which part grows, a heap committing more toward its maximum or a leak.
+Target (issue 35): at most 820 MB after an hour, flat over the second half.
 """
 
 import os
@@ -26,6 +28,8 @@ from devstack.processes import Worker
 MINUTES = float(os.environ.get("BENCH_SOAK_MINUTES", "60"))
 RATE = os.environ.get("BENCH_SOAK_RATE", "300")
 SAMPLE_SECONDS = 15
+NMT_MINUTES = 5
+MOVED_MB_PER_MIN = 0.05  # an NMT category's slope reported from this on
 
 
 def main() -> None:
@@ -36,13 +40,18 @@ def main() -> None:
                # A lever's JVM options to measure come in SPARK_SUBMIT_OPTS too.
                "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:NativeMemoryTracking=summary"}
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in WORKERS}  # (minutes, MB)
+        native: dict[str, list[tuple[float, dict[str, float]]]] = {name: [] for name in WORKERS}
         with formation(env, folder, RATE) as workers:
             began = time.monotonic()
             while (minutes := (time.monotonic() - began) / 60) < MINUTES:
+                read_native = len(native[WORKERS[0]]) <= minutes // NMT_MINUTES
                 for name, worker in workers.items():
                     samples[name].append((minutes, rss_mb(worker)))
+                    if read_native:
+                        native[name].append((minutes, native_memory_mb(worker)))
                 time.sleep(SAMPLE_SECONDS)
-            native = {name: native_memory_mb(worker) for name, worker in workers.items()}
+            for name, worker in workers.items():
+                native[name].append(((time.monotonic() - began) / 60, native_memory_mb(worker)))
         for name in WORKERS:
             series = samples[name]
             second_half = [(m, mb) for m, mb in series if m >= MINUTES / 2]
@@ -50,17 +59,33 @@ def main() -> None:
                    rss_mb_at_2_min=at(series, 2), rss_mb_at_half=at(series, MINUTES / 2),
                    rss_mb_at_end=series[-1][1], rss_mb_peak=max(mb for _, mb in series),
                    slope_mb_per_min_second_half=slope(second_half),
-                   batches=len(workers[name].log_lines("batch")), **native[name])
+                   batches=len(workers[name].log_lines("batch")), **native[name][-1][1],
+                   **moved(native[name]))
+
+
+def moved(native: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+    """The second half's slope of each NMT category that moved, MB a minute."""
+    second_half = [(m, categories) for m, categories in native if m >= MINUTES / 2]
+    slopes = {category.removesuffix("_mb") + "_slope": slope([(m, c.get(category, 0.0)) for m, c in second_half])
+              for category in native[-1][1]}
+    return {category: value for category, value in slopes.items() if abs(value) >= MOVED_MB_PER_MIN}
 
 
 def rss_mb(worker: Worker) -> float:
     """Python's and its JVM's resident memory: not a helper the JVM forks."""
     try:
         root = psutil.Process(worker.process.pid)
-        return sum(p.memory_info().rss for p in (root, *root.children(recursive=True))
-                   if p.name() in ("python", "java")) / 2**20
+        processes = [root, *root.children(recursive=True)]
     except psutil.Error:
         return 0.0
+    total = 0
+    for process in processes:
+        try:
+            if process.name() in ("python", "java"):
+                total += process.memory_info().rss
+        except psutil.Error:  # a helper the JVM forked, gone meanwhile: it alone is left out
+            continue
+    return total / 2**20
 
 
 def native_memory_mb(worker: Worker) -> dict[str, float]:

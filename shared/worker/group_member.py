@@ -84,15 +84,18 @@ class GroupMember(ConsumerRebalanceListener):
     # The main thread's loop.
 
     def wait_for_partitions(self) -> tuple[int, ...] | None:
-        """Poll until the group gives this copy some partitions; None on stop."""
+        """This copy's partitions, polled for until the group gives it some;
+        None on stop. Partitions it holds already (the join, a run before)
+        are returned at once: a poll waits out its whole timeout, as the
+        partitions are paused."""
         idle_logged = False
         while not self._stop_requested.is_set():
-            self.poll()
             if self.partitions:
                 return self.partitions
             if self.partitions == () and not idle_logged:
                 log("idle", group=self.group_id, reason="every partition has another owner")
                 idle_logged = True
+            self.poll()
         return None
 
     def poll(self, seconds: float = 0.5) -> None:

@@ -5,6 +5,7 @@ group, and a clean stop on SIGTERM sent to the whole process group."""
 import signal
 import threading
 from collections import Counter
+from unittest import mock
 
 import pytest
 from kafka import TopicPartition
@@ -206,13 +207,18 @@ def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack,
         member.close()
 
 
-def test_a_run_commits_what_it_stored_at_once_unless_it_is_no_longer_accepted(stack, prefix):
-    """A cold first run's batch is committed before its query stops (the
-    stop waits out the next batch), without waiting for a poll."""
+def test_a_copy_holding_partitions_starts_a_run_and_commits_its_batch_at_once(stack, prefix):
+    """No poll (which waits out its timeout on paused partitions) before a
+    run on partitions the copy holds; a cold first run's batch is committed
+    before its query stops (the stop waits out the next batch), with no
+    poll either, unless the run was ended meanwhile."""
     give_up = threading.Event()
     member = GroupMember(load(stack.environment(prefix)).kafka, "at-once", "textlines", give_up)
     try:
         assert partitions_within(member, give_up, 60) == (0, 1)
+        with mock.patch.object(member, "poll", wraps=member.poll) as polls:
+            assert member.wait_for_partitions() == (0, 1)
+        assert polls.call_count == 0
         group, topic = prefix + "at-once-app", prefix + "textlines"
         member.begin_run("run-1")
         member.commit_now("run-1", {0: 5})
