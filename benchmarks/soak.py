@@ -42,13 +42,15 @@ def main() -> None:
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in WORKERS}  # (minutes, MB)
         native: dict[str, list[tuple[float, dict[str, float]]]] = {name: [] for name in WORKERS}
         with formation(env, folder, RATE) as workers:
-            began = time.monotonic()
+            began, next_native = time.monotonic(), 0.0
             while (minutes := (time.monotonic() - began) / 60) < MINUTES:
-                read_native = len(native[WORKERS[0]]) <= minutes // NMT_MINUTES
+                read_native = minutes >= next_native
                 for name, worker in workers.items():
                     samples[name].append((minutes, rss_mb(worker)))
                     if read_native:
                         native[name].append((minutes, native_memory_mb(worker)))
+                if read_native:
+                    next_native += NMT_MINUTES
                 time.sleep(SAMPLE_SECONDS)
             for name, worker in workers.items():
                 native[name].append(((time.monotonic() - began) / 60, native_memory_mb(worker)))
