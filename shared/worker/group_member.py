@@ -20,6 +20,8 @@ In a rebalance Kafka takes every partition back before handing any out:
 `on_partitions_revoked` (inside `poll`) calls `on_revoke`, which stops the
 running query once its batch is done and returns where it ended; that is
 committed before the group moves on, so the next owner begins exactly there.
+A run whose query was still starting when the revoke came is refused by
+`begin_run` instead: it must not go on reading partitions now another's.
 
 On a dyno the member is static (KIP-345, `group.instance.id` from the prefix
 and DYNO): a copy restarted after a crash under the same name is given its
@@ -66,8 +68,11 @@ class GroupMember(ConsumerRebalanceListener):
         self._on_revoke = on_revoke
         self._stop_requested = stop_requested
         self._lock = threading.Lock()
-        # Under the lock: the run whose batch reports may still be committed,
-        # what to commit next, and ranges to look up for lost records.
+        # Under the lock: the partitions, how many times a rebalance took
+        # them, the run whose batch reports may still be committed, what to
+        # commit next, and ranges to look up for lost records.
+        self._revocations = 0
+        self._held = 0  # _revocations when wait_for_partitions last returned partitions
         self._accepting: str | None = None
         self._pending: Offsets = {}
         self._batch_ms: int | None = None  # how long the batch whose offsets are pending took
@@ -90,9 +95,11 @@ class GroupMember(ConsumerRebalanceListener):
         partitions are paused."""
         idle_logged = False
         while not self._stop_requested.is_set():
-            if self.partitions:
-                return self.partitions
-            if self.partitions == () and not idle_logged:
+            with self._lock:
+                partitions, self._held = self.partitions, self._revocations
+            if partitions:
+                return partitions
+            if partitions == () and not idle_logged:
                 log("idle", group=self.group_id, reason="every partition has another owner")
                 idle_logged = True
             self.poll()
@@ -118,9 +125,16 @@ class GroupMember(ConsumerRebalanceListener):
     # Commits. A query run's batches are committed as Spark's listener
     # reports them, while the run is the one accepted.
 
-    def begin_run(self, run_id: str) -> None:
+    def begin_run(self, run_id: str) -> bool:
+        """Accept run `run_id`'s reports: True, unless a rebalance took the
+        partitions that wait_for_partitions last returned while the run was
+        starting on them (they may have another owner now: the run must
+        end, unread)."""
         with self._lock:
+            if self._revocations != self._held:
+                return False
             self._accepting = run_id
+            return True
 
     def end_run(self, run_id: str, offsets: Offsets | None) -> None:
         """The run is over; `offsets`, where its last stored batch ended, are
@@ -221,8 +235,9 @@ class GroupMember(ConsumerRebalanceListener):
     # kafka-python's rebalance callbacks, on its IO thread while the main thread waits in poll().
 
     def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        self.partitions = None
         with self._lock:
+            self.partitions = None
+            self._revocations += 1
             accepting, self._accepting = self._accepting, None
         if accepting is not None:
             last = self._on_revoke()  # blocks up to the graceful stop, within the session timeout
@@ -232,9 +247,11 @@ class GroupMember(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         self._consumer.pause(*assigned)
-        self.partitions = tuple(sorted(tp.partition for tp in assigned if tp.topic == self.topic))
+        partitions = tuple(sorted(tp.partition for tp in assigned if tp.topic == self.topic))
+        with self._lock:
+            self.partitions = partitions
         log("partitions_assigned", group=self.group_id, topic=self.topic,
-            partitions=",".join(map(str, self.partitions)) or "none")
+            partitions=",".join(map(str, partitions)) or "none")
 
     def _flush(self) -> None:
         with self._lock:

@@ -12,7 +12,8 @@ Threads:
   (shared.worker.runner), and reads `ending`;
 - the thread Spark calls a foreachBatch function on (shared.exactly_once)
   calls `abandon`, `end` and `report` while a batch runs;
-- Spark's listener thread calls BatchListener's methods after each batch.
+- Spark's listener thread calls BatchListener's methods after each batch;
+- kafka-python's IO thread calls `Runs.revoke` in a rebalance.
 Every field those threads share is behind the run's lock.
 """
 
@@ -119,23 +120,28 @@ class Runs:
 
     def start(self, run: QueryRun, member: GroupMember, start_query: Callable[[], StreamingQuery]) -> None:
         """Start the run's query. A listener report of its first batch waits
-        for the lock, so it always finds the run."""
+        for the lock, so it always finds the run. A rebalance that took the
+        partitions while the query started ends the run at once (REVOKED):
+        the revoke had no run to stop, and nothing the run stores is committed."""
         with self._lock:
             run.query = start_query()
             self._by_id[run.id] = run
             while len(self._by_id) > KEPT_RUNS:
                 self._by_id.popitem(last=False)
             self.current = run
-            member.begin_run(run.id)
+            if not member.begin_run(run.id):
+                run.end(Ended.REVOKED)
+                stop_now(run.query)
 
     def of(self, run_id: str) -> QueryRun | None:
         with self._lock:
             return self._by_id.get(run_id)
 
     def revoke(self) -> Offsets | None:
-        """The group is taking this copy's partitions (inside the member's
-        poll, on the main thread): the current run's batch finishes, its
-        query stops, and where it ended is committed."""
+        """The group is taking this copy's partitions (on kafka-python's IO
+        thread, while the main thread waits in the member's poll): the
+        current run's batch finishes, its query stops, and where it ended is
+        committed."""
         run = self.current
         if run is None or run.query is None or not run.query.isActive:
             return None

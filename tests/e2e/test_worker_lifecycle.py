@@ -230,6 +230,34 @@ def test_a_copy_holding_partitions_starts_a_run_and_commits_its_batch_at_once(st
         member.close()
 
 
+def test_a_run_that_starts_on_partitions_a_rebalance_took_meanwhile_is_refused(stack, prefix):
+    """A query takes seconds to start: a revoke in that time finds no run
+    to stop, so the run is refused as it begins (Runs.start then stops it),
+    and the next run, on what the group gave instead, is accepted."""
+    kafka = load(stack.environment(prefix)).kafka
+    give_up, other_gives_up = threading.Event(), threading.Event()
+    member = GroupMember(kafka, "starting", "textlines", give_up)
+    other = GroupMember(kafka, "starting", "textlines", other_gives_up)
+    joining = threading.Thread(target=partitions_within, args=(other, other_gives_up, 60))
+    try:
+        assert partitions_within(member, give_up, 60) == (0, 1)
+        joining.start()  # the other copy joins while this one's run "starts"
+
+        def rebalanced():
+            member.poll()
+            return member.partitions not in (None, (0, 1))
+        wait_until(rebalanced, 60, "the partitions divided between the two members")
+        assert not member.begin_run("run-1")
+        assert len(partitions_within(member, give_up, 60)) == 1
+        assert member.begin_run("run-2")
+    finally:
+        other_gives_up.set()
+        if joining.ident is not None:
+            joining.join()
+        other.close()
+        member.close()
+
+
 def partitions_within(member, give_up, seconds):
     """The member's partitions, or None once `seconds` passed without any (a
     test that waits, never one that hangs the suite): `give_up` is the

@@ -22,9 +22,13 @@ class Member:
 
     def __init__(self):
         self.reports, self.durations, self.unread, self.begun, self.closed = [], [], [], [], False
+        self.revoked_meanwhile = False  # a rebalance took the partitions while a run's query started
 
     def begin_run(self, run_id):
+        if self.revoked_meanwhile:
+            return False
         self.begun.append(run_id)
+        return True
 
     def report(self, run_id, offsets, batch_ms):
         self.reports.append((run_id, offsets))
@@ -38,7 +42,10 @@ class Member:
 
 
 def query(run_id):
-    return SimpleNamespace(runId=run_id, lastProgress=None, isActive=True)
+    def stop():
+        started.isActive = False
+    started = SimpleNamespace(runId=run_id, lastProgress=None, isActive=True, stop=stop)
+    return started
 
 
 def progress(run_id, batch_id, start, end, rows):
@@ -69,6 +76,16 @@ def test_a_late_report_belongs_to_its_own_run_and_does_no_io_on_the_listener_thr
     assert member.reports == [("run-a", {0: 180})]  # the member accepts only the current run's
     assert member.durations == [5]  # the batch's duration goes with its commit
     assert "event=batch" in capsys.readouterr().out
+
+
+def test_a_run_whose_partitions_a_rebalance_took_as_it_started_is_stopped_unaccepted(capsys):
+    """The revoke came while the query was starting, with no run yet to
+    stop: the run must not go on reading partitions now another copy's."""
+    runs, member = Runs(), Member()
+    member.revoked_meanwhile = True
+    run = started(runs, member, "run-a", {0: 0})
+    assert (run.ending, run.query.isActive, member.begun) == (Ended.REVOKED, False, [])
+    assert runs.revoke() is None  # nothing left for a later revoke to stop
 
 
 def test_an_abandoned_batch_writes_no_line_and_hands_no_offsets_over(capsys):
