@@ -87,7 +87,10 @@ def test_ctrl_c_stops_the_command_first_and_the_stack_after_it(tmp_path):
                                   sys.executable, "-c", stopping], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True)  # its own group, as a terminal's foreground job
         try:
-            wait_until(lambda: "running" in output.read_text(), 180, "the command running")
+            try:
+                wait_until(lambda: "running" in output.read_text(), 180, "the command running")
+            except TimeoutError:
+                pytest.fail(f"the command not running within 180 s; the stack printed:\n{output.read_text()[-3000:]}")
             os.killpg(stack.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
             assert stack.wait(60) == 0
         finally:
