@@ -7,9 +7,10 @@ Python and its JVM (a helper the JVM forks is left out: it shares the JVM's
 pages); every NMT_MINUTES, the JVM's native memory by category
 (`-XX:NativeMemoryTracking=summary`, read with `jcmd`). Reported per worker:
 RSS at 2 minutes, at half time and at the end, its peak, and its slope over
-the second half (MB a minute, least squares); each NMT category at the end,
-and the second half's slope of each that moved (`nmt_<category>_slope`):
-which part grows, a heap committing more toward its maximum or a leak.
+the second half (MB a minute, least squares) with its standard error; each
+NMT category at the end, and the second half's slope of each that moved
+(`nmt_<category>_slope`): which part grows, a heap committing more toward
+its maximum or a leak.
 Target (issue 35): at most 820 MB after an hour, flat over the second half.
 """
 
@@ -56,11 +57,11 @@ def main() -> None:
                 native[name].append(((time.monotonic() - began) / 60, native_memory_mb(worker)))
         for name in WORKERS:
             series = samples[name]
-            second_half = [(m, mb) for m, mb in series if m >= MINUTES / 2]
+            second_half_slope, its_error = fit([(m, mb) for m, mb in series if m >= MINUTES / 2])
             report("soak", worker=name, minutes=MINUTES, rate_per_s=RATE,
                    rss_mb_at_2_min=at(series, 2), rss_mb_at_half=at(series, MINUTES / 2),
                    rss_mb_at_end=series[-1][1], rss_mb_peak=max(mb for _, mb in series),
-                   slope_mb_per_min_second_half=slope(second_half),
+                   slope_mb_per_min_second_half=second_half_slope, slope_standard_error=its_error,
                    batches=len(workers[name].log_lines("batch")), **native[name][-1][1],
                    **moved(native[name]))
 
@@ -114,10 +115,21 @@ def at(series: list[tuple[float, float]], minute: float) -> float:
 
 def slope(series: list[tuple[float, float]]) -> float:
     """Least squares, MB a minute."""
-    if len(series) < 2:
-        return 0.0
+    return fit(series)[0]
+
+
+def fit(series: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares: the slope (MB a minute) and its standard error, which
+    takes the samples as independent (a heap that grows in steps makes them
+    less so: read it as a lower bound of the noise)."""
+    if len(series) < 3:
+        return 0.0, 0.0
     mean_x = sum(m for m, _ in series) / len(series)
     mean_y = sum(mb for _, mb in series) / len(series)
     spread = sum((m - mean_x) ** 2 for m, _ in series)
-    return sum((m - mean_x) * (mb - mean_y) for m, mb in series) / spread if spread else 0.0
+    if not spread:
+        return 0.0, 0.0
+    slope = sum((m - mean_x) * (mb - mean_y) for m, mb in series) / spread
+    residuals = sum((mb - mean_y - slope * (m - mean_x)) ** 2 for m, mb in series)
+    return slope, (residuals / (len(series) - 2) / spread) ** 0.5
 
