@@ -69,7 +69,7 @@ def main() -> None:
 def moved(native: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
     """The second half's slope of each NMT category that moved, MB a minute."""
     second_half = [(m, categories) for m, categories in native if m >= MINUTES / 2]
-    slopes = {category.removesuffix("_mb") + "_slope": slope([(m, c.get(category, 0.0)) for m, c in second_half])
+    slopes = {category.removesuffix("_mb") + "_slope": fit([(m, c.get(category, 0.0)) for m, c in second_half])[0]
               for category in native[-1][1]}
     return {category: value for category, value in slopes.items() if abs(value) >= MOVED_MB_PER_MIN}
 
@@ -111,11 +111,6 @@ def jcmd() -> str:
 def at(series: list[tuple[float, float]], minute: float) -> float:
     """The sample nearest `minute`."""
     return min(series, key=lambda sample: abs(sample[0] - minute))[1]
-
-
-def slope(series: list[tuple[float, float]]) -> float:
-    """Least squares, MB a minute."""
-    return fit(series)[0]
 
 
 def fit(series: list[tuple[float, float]]) -> tuple[float, float]:

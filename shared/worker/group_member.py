@@ -68,7 +68,7 @@ class GroupMember(ConsumerRebalanceListener):
         self._on_revoke = on_revoke
         self._stop_requested = stop_requested
         self._lock = threading.Lock()
-        # Under the lock: the partitions, how many times a rebalance took
+        # Under the lock: writing the partitions, how many times a rebalance took
         # them, the run whose batch reports may still be committed, what to
         # commit next, and ranges to look up for lost records.
         self._revocations = 0

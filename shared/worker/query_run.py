@@ -129,9 +129,10 @@ class Runs:
             while len(self._by_id) > KEPT_RUNS:
                 self._by_id.popitem(last=False)
             self.current = run
-            if not member.begin_run(run.id):
-                run.end(Ended.REVOKED)
-                stop_now(run.query)
+            accepted = member.begin_run(run.id)
+        if not accepted:  # stopped outside the lock: the listener looks runs up under it
+            run.end(Ended.REVOKED)
+            stop_now(run.query)
 
     def of(self, run_id: str) -> QueryRun | None:
         with self._lock:
