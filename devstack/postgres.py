@@ -1,5 +1,8 @@
 """Reading Postgres from tests and benchmarks."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from sqlalchemy import create_engine, text
 
 
@@ -36,3 +39,23 @@ STORED_OFFSETS = "SELECT coalesce(sum(next_offset), 0) FROM kafka_offsets WHERE 
 
 def stored_offsets(database_url, consumer="%"):
     return query(database_url, STORED_OFFSETS, consumer=consumer)[0][0]
+
+
+@contextmanager
+def table_locked(database_url, table) -> Iterator[None]:
+    """`table` locked in SHARE mode until the block ends: a transaction that
+    writes to it waits there (readers go on)."""
+    engine = create_engine(postgres_url(database_url))
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(f"LOCK TABLE {table} IN SHARE MODE"))
+            yield
+    finally:
+        engine.dispose()
+
+
+def waiting_on_a_lock(database_url, statement):
+    """Whether a session of this database waits on a lock in a statement that contains `statement`."""
+    return query(database_url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                               " AND wait_event_type = 'Lock' AND query LIKE :statement",
+                 statement=f"%{statement}%")[0][0] > 0

@@ -117,11 +117,12 @@ class SparkCluster:
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def _state(self) -> dict | None:
-        """The master's own view (its web UI's JSON), None while it is not up."""
+        """The master's own view (its web UI's JSON), None while it is not up
+        (a web UI still starting may answer with an empty page)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as reply:
                 return json.load(reply)
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def alive_workers(self) -> list[dict]:

@@ -71,13 +71,17 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
             run.abandon(batch_id)
             run.end(Ended.FAILED, error)  # the main loop logs it as query_failed
             return
-        batch.sparkSession.catalog.clearCache()
+        # The batch is stored: its line and what follows it come before Spark
+        # is asked to do anything again, which a context stopped under the
+        # batch now (a cluster's outage) would fail. (The observation was
+        # filled by `aggregate`'s first action: reading it runs no job.)
+        size = measurement(observation)
+        measured = {"rows_in": size[0], "bytes_in": size[1]} if size else {}
+        run.report(batch_id, **{"postgres_ms": int((time.monotonic() - began) * 1000), **measured, **fields})
         if after_commit:
             after_commit()
-        if size := measurement(observation):
-            if batch_size.measured(*size):
-                run.end(Ended.RESIZED)
-            fields["bytes_in"] = size[1]
-        run.report(batch_id, postgres_ms=int((time.monotonic() - began) * 1000), **fields)
+        if size and batch_size.measured(*size):
+            run.end(Ended.RESIZED)
+        batch.sparkSession.catalog.clearCache()
 
     return write_batch

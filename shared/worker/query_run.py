@@ -5,14 +5,18 @@ A QueryRun owns what belongs to one run and to no other: where it began,
 the batches it gave up (abandoned: they stored nothing), the fields its
 batches add to their log lines, and why it is ending. A report that Spark's
 listener delivers late finds the run it belongs to by Spark's run id, so it
-can never touch the next run.
+can never touch the next run. Every batch that stored something gets one
+line: from Spark's report of it, or, once Spark's reports of the run ended
+(`reports_ended`), from the service's own fields.
 
 Threads:
 - the main thread creates a run, starts and supervises its query
-  (shared.worker.runner), and reads `ending`;
+  (shared.worker.runner), reads `ending`, and ends its reports when Spark
+  was lost under it;
 - the thread Spark calls a foreachBatch function on (shared.exactly_once)
   calls `abandon`, `end` and `report` while a batch runs;
-- Spark's listener thread calls BatchListener's methods after each batch;
+- Spark's listener thread calls BatchListener's methods after each batch,
+  and as the query terminates;
 - kafka-python's IO thread calls `Runs.revoke` in a rebalance.
 Every field those threads share is behind the run's lock.
 """
@@ -39,13 +43,16 @@ KEPT_RUNS = 8  # late reports name a recent run; older ones are forgotten
 
 
 class QueryRun:
-    def __init__(self, starting_offsets: Offsets) -> None:
+    def __init__(self, app: str, starting_offsets: Offsets) -> None:
+        self.app = app
         self.starting_offsets = starting_offsets  # {partition: next offset, or -2/-1}
         self.query: StreamingQuery | None = None
         self._lock = threading.Lock()
         self._ending: tuple[Ended, BaseException | None] | None = None
         self._abandoned: set[int] = set()
         self._fields: dict[int, dict[str, Any]] = {}  # batch id -> fields the service reported
+        self._reports_ended = False  # Spark reports none of the run's batches any more
+        self._unreported: set[int] = set()  # batches logged without Spark's report
         self._reported_end: Offsets | None = None  # where the last batch the listener saw stored ended
 
     @property
@@ -80,9 +87,14 @@ class QueryRun:
             return batch_id in self._abandoned
 
     def report(self, batch_id: int, **fields: Any) -> None:
-        """Fields for the batch's log line (a service's own word wins)."""
+        """Fields for the batch's log line (a service's own word wins), or
+        the line itself once Spark's reports ended."""
         with self._lock:
-            self._fields.setdefault(batch_id, {}).update(fields)
+            if not self._reports_ended:
+                self._fields.setdefault(batch_id, {}).update(fields)
+                return
+            self._unreported.add(batch_id)
+        log_unreported(self.app, batch_id, fields)
 
     def stored_end(self) -> Offsets | None:
         """Where the run's last batch that stored anything ended: Spark's
@@ -101,12 +113,25 @@ class QueryRun:
 
     def batch_done(self, progress: Any) -> dict[str, Any] | None:
         """Listener thread: the batch's fields for its log line, or None if
-        it was abandoned."""
+        it was abandoned or already logged as unreported."""
         with self._lock:
-            if progress.batchId in self._abandoned:
+            if progress.batchId in self._abandoned or progress.batchId in self._unreported:
                 return None
             self._reported_end = end_offsets(progress)
             return self._fields.pop(progress.batchId, {})
+
+    def reports_ended(self) -> None:
+        """Spark will report none of the run's batches any more: its query
+        terminated, or its context was stopped under it (a batch may still
+        be storing then). A batch the service stored gets its line from the
+        service's fields alone, now or as it is stored; a report of it that
+        still comes writes no second line."""
+        with self._lock:
+            self._reports_ended = True
+            batches, self._fields = self._fields, {}
+            self._unreported.update(batches)
+        for batch_id, fields in sorted(batches.items()):
+            log_unreported(self.app, batch_id, fields)
 
 
 class Runs:
@@ -173,7 +198,8 @@ class BatchListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        if run := self.runs.of(str(event.runId)):  # after the query's last progress report
+            run.reports_ended()
 
     def onQueryProgress(self, event: Any) -> None:
         self.batch_done(event.progress)
@@ -196,14 +222,22 @@ class BatchListener(StreamingQueryListener):
         log("batch", **line, **l2met(self.app, line))
 
 
+def log_unreported(app: str, batch_id: int, fields: dict[str, Any]) -> None:
+    """The line of a batch stored that Spark will not report: the service's
+    own figures, without Spark's (duration_ms, lag)."""
+    line = {"app": app, "batch": batch_id, **fields}
+    log("batch", **line, **l2met(app, line))
+
+
 def l2met(app: str, line: dict[str, Any]) -> dict[str, Any]:
     """The batch's figures again in l2met's form, which Heroku's log-based
     metrics add-ons chart with no code: counts add up, a measure is a
     duration, a sample is a level."""
     skipped = sum(int(value) for name, value in line.items() if name.startswith("skipped_"))
     return {f"count#{app}.rows_in": line["rows_in"], f"count#{app}.rows_out": line.get("rows_out", 0),
-            f"count#{app}.skipped": skipped, f"measure#{app}.batch_ms": f"{line['duration_ms']}ms",
-            f"sample#{app}.lag": line["lag"]}
+            f"count#{app}.skipped": skipped,
+            **({f"measure#{app}.batch_ms": f"{line['duration_ms']}ms"} if "duration_ms" in line else {}),
+            **({f"sample#{app}.lag": line["lag"]} if "lag" in line else {})}
 
 
 def batch_fields(app: str, progress: Any) -> dict[str, Any]:

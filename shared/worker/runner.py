@@ -240,13 +240,15 @@ class Supervisor:
         offset; or, with `one_batch`, stored a batch: it then ends RESIZED).
         Returns the run and the error the query failed with, if any."""
         worker = self.worker
-        query_run = QueryRun(starting)
+        query_run = QueryRun(worker.name, starting)
         source = spark_module.kafka_stream(self.driver.session, self.kafka, worker.topic, worker.name, starting,
                                            records, worker.read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:
             self.runs.start(query_run, self.member,
                             lambda: worker.start_query(self.context, query_run, source, checkpoint))
             error = self.supervise(query_run, until, one_batch)
+        if self.driver.lost():
+            query_run.reports_ended()
         if self.stop_requested.is_set():
             query_run.end(Ended.STOPPED)
         self.member.end_run(query_run.id, query_run.stored_end())

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from devstack.local_stack import ROOT, wait_until
+from devstack.postgres import table_locked, waiting_on_a_lock
 from devstack.spark_cluster import SparkCluster, spark_home
 from shared.spark import CONNECTOR_JARS
 from tests.checks import assert_no_secret_in, assert_no_stack_trace, heroku_like
@@ -123,12 +124,16 @@ def test_a_driver_outlives_its_clusters_outage_and_counts_every_word_once(stack,
     assert len(lost) == 1, lost  # one line for the outage, however long the driver waited
     assert "no executor" in lost[0]["error"]
 
-    # The master removes the application: Spark stops the driver's context under it.
+    # The master removes the application: Spark stops the driver's context
+    # under it, after a batch's Spark work and before its transaction commits.
     more = make_lines(BATCH_LINES, seed=9)
-    send(stack, prefix, more)
-    wait_until(lambda: words_written(stack, prefix) > words_counted(database_url, prefix) + 50_000, 120,
-               "a backlog of words behind the aggregator")
-    cluster.kill_application("aggregator")
+    with table_locked(database_url, "window_totals"):
+        send(stack, prefix, more)
+        wait_until(lambda: waiting_on_a_lock(database_url, "INSERT INTO window_totals"), 120,
+                   "a batch's transaction waiting to add its totals")
+        cluster.kill_application("aggregator")
+        wait_until(lambda: len(aggregator.log_lines("spark_lost")) == 2, 60, "the driver's Spark lost")
+    # That batch is stored with Spark gone: it still has its log line (wait_for_exact_counts).
     wait_for_exact_counts(stack, prefix, database_url, aggregator, lines + more)
     lost = aggregator.log_lines("spark_lost")
     assert len(lost) == 2 and "stopped the context" in lost[1]["error"], lost

@@ -57,7 +57,7 @@ def progress(run_id, batch_id, start, end, rows):
 
 
 def started(runs, member, run_id, starting):
-    run = QueryRun(starting)
+    run = QueryRun("echo", starting)
     runs.start(run, member, lambda: query(run_id))
     return run
 
@@ -127,6 +127,38 @@ def test_a_batch_line_carries_its_figures_in_l2mets_form_too(capsys):
         "count#echo.rows_in": "10", "count#echo.rows_out": "40", "count#echo.skipped": "3",
         "measure#echo.batch_ms": "5ms", "sample#echo.lag": "0"}
     assert (line["rows_in"], line["duration_ms"], line["lag"]) == ("10", "5", "0")  # the contract's fields stay
+
+
+def lines(out):
+    return [dict(pair.split("=", 1) for pair in line.split()) for line in out.splitlines()]
+
+
+def test_a_batch_stored_as_spark_stopped_under_it_gets_one_line_from_the_services_figures(capsys):
+    """A cluster's outage stops the context between a batch's commit and
+    Spark's report of it (batch 1), or while a batch is still storing
+    (batch 2): each still gets its line, once."""
+    runs, member = Runs(), Member()
+    listener = BatchListener("echo", runs, member)
+    run = started(runs, member, "run-a", {0: 0})
+    run.report(0, rows_in=10, rows_out=4)
+    listener.batch_done(progress("run-a", 0, None, {0: 10}, rows=10))
+    run.report(1, rows_in=20, rows_out=5)
+    run.reports_ended()  # the main thread: the driver's Spark is lost
+    run.report(2, rows_in=30, rows_out=6)
+    listener.batch_done(progress("run-a", 1, {0: 10}, {0: 30}, rows=20))  # drained late: no second line
+    listener.onQueryTerminated(SimpleNamespace(runId="run-a"))
+    assert [(line["batch"], line["rows_in"], line["count#echo.rows_in"]) for line in lines(capsys.readouterr().out)
+            ] == [("0", "10", "10"), ("1", "20", "20"), ("2", "30", "30")]
+    assert member.reports == [("run-a", {0: 10})]
+
+
+def test_a_terminated_querys_stored_batch_that_spark_did_not_report_gets_its_line(capsys):
+    runs, member = Runs(), Member()
+    run = started(runs, member, "run-a", {0: 0})
+    run.report(0, rows_in=10, rows_out=4)  # stored; the query stopped before reporting it
+    BatchListener("echo", runs, member).onQueryTerminated(SimpleNamespace(runId="run-a"))
+    (line,) = lines(capsys.readouterr().out)
+    assert (line["event"], line["batch"], line["rows_out"], "duration_ms" in line) == ("batch", "0", "4", False)
 
 
 @pytest.fixture
