@@ -11,9 +11,11 @@ the second half (MB a minute, least squares) with its standard error; each
 NMT category at the end, and the second half's slope of each that moved
 (`nmt_<category>_slope`): which part grows, a heap committing more toward
 its maximum or a leak.
+BENCH_SOAK_SERIES names a file to write every sample to, as JSON.
 Target (issue 35): at most 820 MB after an hour, flat over the second half.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -31,6 +33,7 @@ RATE = os.environ.get("BENCH_SOAK_RATE", "300")
 SAMPLE_SECONDS = 15
 NMT_MINUTES = 5
 MOVED_MB_PER_MIN = 0.05  # an NMT category's slope reported from this on
+SERIES = os.environ.get("BENCH_SOAK_SERIES")  # a file to write every sample to (JSON), if set
 
 
 def main() -> None:
@@ -55,6 +58,9 @@ def main() -> None:
                 time.sleep(SAMPLE_SECONDS)
             for name, worker in workers.items():
                 native[name].append(((time.monotonic() - began) / 60, native_memory_mb(worker)))
+        if SERIES:
+            with open(SERIES, "w") as out:
+                json.dump({"rss_mb": samples, "nmt_mb": native}, out)
         for name in WORKERS:
             series = samples[name]
             second_half_slope, its_error = fit([(m, mb) for m, mb in series if m >= MINUTES / 2])
