@@ -94,7 +94,7 @@ class QueryRun:
                 self._fields.setdefault(batch_id, {}).update(fields)
                 return
             self._unreported.add(batch_id)
-        log_unreported(self.app, batch_id, fields)
+        log_batch({"app": self.app, "batch": batch_id, **fields})
 
     def stored_end(self) -> Offsets | None:
         """Where the run's last batch that stored anything ended: Spark's
@@ -131,7 +131,7 @@ class QueryRun:
             batches, self._fields = self._fields, {}
             self._unreported.update(batches)
         for batch_id, fields in sorted(batches.items()):
-            log_unreported(self.app, batch_id, fields)
+            log_batch({"app": self.app, "batch": batch_id, **fields})
 
 
 class Runs:
@@ -219,14 +219,13 @@ class BatchListener(StreamingQueryListener):
             self.member.report_unread(unread)
         if progress.numInputRows == 0:
             return  # a new run's first trigger on a stream with nothing waiting: no batch to tell of
-        log("batch", **line, **l2met(self.app, line))
+        log_batch(line)
 
 
-def log_unreported(app: str, batch_id: int, fields: dict[str, Any]) -> None:
-    """The line of a batch stored that Spark will not report: the service's
-    own figures, without Spark's (duration_ms, lag)."""
-    line = {"app": app, "batch": batch_id, **fields}
-    log("batch", **line, **l2met(app, line))
+def log_batch(line: dict[str, Any]) -> None:
+    """A batch's one line, its figures in l2met's form too. A batch Spark did
+    not report has the service's own figures alone (no duration_ms, lag)."""
+    log("batch", **line, **l2met(line["app"], line))
 
 
 def l2met(app: str, line: dict[str, Any]) -> dict[str, Any]:
