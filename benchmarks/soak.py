@@ -7,7 +7,8 @@ Python and its JVM (a helper the JVM forks is left out: it shares the JVM's
 pages); every NMT_MINUTES, the JVM's native memory by category
 (`-XX:NativeMemoryTracking=summary`, read with `jcmd`). Reported per worker:
 RSS at 2 minutes, at half time and at the end, its peak, and its slope over
-the second half (MB a minute, least squares) with its standard error; each
+the second half (MB a minute, least squares) with its standard error
+(Newey-West, see fit) and whether it is `flat`: within two errors of 0; each
 NMT category at the end, and the second half's slope of each that moved
 (`nmt_<category>_slope`): which part grows, a heap committing more toward
 its maximum or a leak.
@@ -32,6 +33,9 @@ MINUTES = float(os.environ.get("BENCH_SOAK_MINUTES", "60"))
 RATE = os.environ.get("BENCH_SOAK_RATE", "300")
 SAMPLE_SECONDS = 15
 NMT_MINUTES = 5
+# Samples up to 5 minutes apart are taken as correlated when the slope's
+# noise is estimated (fit): a heap or an arena grows in steps minutes apart.
+NOISE_LAG = 5 * 60 // SAMPLE_SECONDS
 MOVED_MB_PER_MIN = 0.05  # an NMT category's slope reported from this on
 SERIES = os.environ.get("BENCH_SOAK_SERIES")  # a file to write every sample to (JSON), if set
 
@@ -63,11 +67,12 @@ def main() -> None:
                 json.dump({"rss_mb": samples, "nmt_mb": native}, out)
         for name in WORKERS:
             series = samples[name]
-            second_half_slope, its_error = fit([(m, mb) for m, mb in series if m >= MINUTES / 2])
+            second_half_slope, its_error = fit([(m, mb) for m, mb in series if m >= MINUTES / 2], NOISE_LAG)
             report("soak", worker=name, minutes=MINUTES, rate_per_s=RATE,
                    rss_mb_at_2_min=at(series, 2), rss_mb_at_half=at(series, MINUTES / 2),
                    rss_mb_at_end=series[-1][1], rss_mb_peak=max(mb for _, mb in series),
                    slope_mb_per_min_second_half=second_half_slope, slope_standard_error=its_error,
+                   flat=abs(second_half_slope) <= 2 * its_error,
                    batches=len(workers[name].log_lines("batch")), **native[name][-1][1],
                    **moved(native[name]))
 
@@ -119,10 +124,12 @@ def at(series: list[tuple[float, float]], minute: float) -> float:
     return min(series, key=lambda sample: abs(sample[0] - minute))[1]
 
 
-def fit(series: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least squares: the slope (MB a minute) and its standard error, which
-    takes the samples as independent (a heap that grows in steps makes them
-    less so: read it as a lower bound of the noise)."""
+def fit(series: list[tuple[float, float]], lag: int = 0) -> tuple[float, float]:
+    """Least squares: the slope (MB a minute) and its standard error.
+    Memory moves in steps, so neighbouring samples are not independent and
+    the textbook error (lag=0) understates the noise two to five times:
+    with `lag`, the error is Newey and West's, counting the correlation of
+    residuals up to `lag` samples apart (Bartlett weights)."""
     if len(series) < 3:
         return 0.0, 0.0
     mean_x = sum(m for m, _ in series) / len(series)
@@ -131,6 +138,12 @@ def fit(series: list[tuple[float, float]]) -> tuple[float, float]:
     if not spread:
         return 0.0, 0.0
     slope = sum((m - mean_x) * (mb - mean_y) for m, mb in series) / spread
-    residuals = sum((mb - mean_y - slope * (m - mean_x)) ** 2 for m, mb in series)
-    return slope, (residuals / (len(series) - 2) / spread) ** 0.5
-
+    if not lag:
+        residuals = sum((mb - mean_y - slope * (m - mean_x)) ** 2 for m, mb in series)
+        return slope, (residuals / (len(series) - 2) / spread) ** 0.5
+    scores = [(m - mean_x) * (mb - mean_y - slope * (m - mean_x)) for m, mb in series]
+    variance = sum(score * score for score in scores)
+    for apart in range(1, min(lag, len(scores) - 1) + 1):
+        weight = 1 - apart / (lag + 1)
+        variance += 2 * weight * sum(scores[i] * scores[i - apart] for i in range(apart, len(scores)))
+    return slope, max(variance, 0.0) ** 0.5 / spread

@@ -44,7 +44,10 @@ CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointin
 # JVM's own default start is a 64th of the memory it sees (on a dyno maybe
 # its host's), and every page of a young generation is touched as it cycles. The
 # JIT's compiled code stops at 64 MB instead of growing for hours toward 240.
-JVM_MEMORY_OPTIONS = ("-Xms128m", "-Xmn64m", "-XX:ReservedCodeCacheSize=64m")
+# Every 5 s the JVM hands back to the system what glibc's malloc holds freed
+# (JDK 17.0.9 and later): tens of MB of a worker's resident memory that no
+# JVM category accounts for.
+JVM_MEMORY_OPTIONS = ("-Xms128m", "-Xmn64m", "-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000")
 # What Spark's status store keeps of past jobs, stages and SQL executions
 # (1,000 of each by default), kept with the UI off too: a micro-batch adds
 # to each, so a driver's live heap grew for as long as it ran.
