@@ -239,10 +239,20 @@ PRODUCER_BATCHING = {
 }
 
 
+# A worker that keeps up starts a micro-batch at most once a second instead
+# of as soon as the last one ended: a batch costs CPU beyond its records
+# (planning, Spark jobs, checkpoint files, asking Kafka for offsets), and
+# workers starting batches back to back took every core of a dyno at any
+# rate, slowing each other's batches (docs/benchmarks.md, `latency`). On a
+# backlog a batch that took longer is followed at once.
+STEADY_TRIGGER = "1 second"
+
+
 def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str) -> StreamingQuery:
     """Start writing a streaming DataFrame (key, value[, headers]) to `<prefix><topic>`."""
     return (
         frame.writeStream.format("kafka")
+        .trigger(processingTime=STEADY_TRIGGER)
         .options(**kafka.spark_kafka_options())
         .options(**PRODUCER_BATCHING)
         .option("topic", kafka.topic(topic))

@@ -14,6 +14,7 @@ from shared.events import PLACE_HEADER, place_value
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
 from shared.retention import WINDOW_TOTALS, WINDOWED_COUNTS, Retention
+from shared.spark import STEADY_TRIGGER
 from shared.warm_up import kafka_records
 from shared.worker import Context, Worker
 from shared.worker.query_run import QueryRun
@@ -132,7 +133,8 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
                 "skipped_bad_key": result.bad_key}
 
     write_batch = foreach_batch(progress, context.batch_size, run, checkpoint, summarize_batch, write)
-    return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
+    return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=STEADY_TRIGGER)
+            .option("checkpointLocation", checkpoint).start())
 
 
 def setup(context: Context) -> None:
