@@ -11,8 +11,7 @@ dyno formation runs them: 1,000 text lines and 1,000 log lines a second
 The probes start BENCH_LATENCY_SETTLE_S (300) seconds after every worker
 has caught up with the stream it started behind (its last two batches each
 ended with fewer records left than it read): a steady stream, as a dyno
-meets it all day, not a JVM still compiling its code (probed at once, the
-same workers were three times as slow). Targets (issue 34):
+meets it all day, not a JVM still compiling its code. Targets (issue 34):
 a line's words counted within 3 s (p99), an alert within 1 s (p99).
 """
 

@@ -127,7 +127,7 @@ def at(series: list[tuple[float, float]], minute: float) -> float:
 def fit(series: list[tuple[float, float]], lag: int = 0) -> tuple[float, float]:
     """Least squares: the slope (MB a minute) and its standard error.
     Memory moves in steps, so neighbouring samples are not independent and
-    the textbook error (lag=0) understates the noise two to five times:
+    the textbook error (lag=0) understates the noise:
     with `lag`, the error is Newey and West's, counting the correlation of
     residuals up to `lag` samples apart (Bartlett weights)."""
     if len(series) < 3:
