@@ -80,7 +80,7 @@ def main() -> None:
 def moved(native: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
     """The second half's slope of each NMT category that moved, MB a minute."""
     second_half = [(m, categories) for m, categories in native if m >= MINUTES / 2]
-    slopes = {category.removesuffix("_mb") + "_slope": fit([(m, c.get(category, 0.0)) for m, c in second_half])[0]
+    slopes = {category.removesuffix("_mb") + "_slope": fit([(m, c.get(category, 0.0)) for m, c in second_half], 0)[0]
               for category in native[-1][1]}
     return {category: value for category, value in slopes.items() if abs(value) >= MOVED_MB_PER_MIN}
 
@@ -124,12 +124,11 @@ def at(series: list[tuple[float, float]], minute: float) -> float:
     return min(series, key=lambda sample: abs(sample[0] - minute))[1]
 
 
-def fit(series: list[tuple[float, float]], lag: int = 0) -> tuple[float, float]:
-    """Least squares: the slope (MB a minute) and its standard error.
-    Memory moves in steps, so neighbouring samples are not independent and
-    the textbook error (lag=0) understates the noise:
-    with `lag`, the error is Newey and West's, counting the correlation of
-    residuals up to `lag` samples apart (Bartlett weights)."""
+def fit(series: list[tuple[float, float]], lag: int) -> tuple[float, float]:
+    """Least squares: the slope (MB a minute) and its standard error, Newey
+    and West's: memory moves in steps, so neighbouring samples are not
+    independent, and the error counts the correlation of residuals up to
+    `lag` samples apart (Bartlett weights; 0: none)."""
     if len(series) < 3:
         return 0.0, 0.0
     mean_x = sum(m for m, _ in series) / len(series)
@@ -138,9 +137,6 @@ def fit(series: list[tuple[float, float]], lag: int = 0) -> tuple[float, float]:
     if not spread:
         return 0.0, 0.0
     slope = sum((m - mean_x) * (mb - mean_y) for m, mb in series) / spread
-    if not lag:
-        residuals = sum((mb - mean_y - slope * (m - mean_x)) ** 2 for m, mb in series)
-        return slope, (residuals / (len(series) - 2) / spread) ** 0.5
     scores = [(m - mean_x) * (mb - mean_y - slope * (m - mean_x)) for m, mb in series]
     variance = sum(score * score for score in scores)
     for apart in range(1, min(lag, len(scores) - 1) + 1):
