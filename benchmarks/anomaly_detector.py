@@ -69,10 +69,11 @@ def alert_latencies(stack):
     for probe in range(PROBES):
         user = f"probe{probe}"
         line = f"user_id: {user} | action: login failed".encode()
+        at_ms = int(time.time() * 1000)  # one timestamp: a window's end cannot split the 51
         for _ in range(50):
-            producer.send(PREFIX + "loglines", line)
+            producer.send(PREFIX + "loglines", line, timestamp_ms=at_ms)
         producer.flush()
-        producer.send(PREFIX + "loglines", line).get(timeout=10)  # the crossing record
+        producer.send(PREFIX + "loglines", line, timestamp_ms=at_ms).get(timeout=10)  # the crossing record
         crossed_at[user] = time.monotonic()
         collect_alerts(consumer, alerted_at, until=time.monotonic() + 0.5)
     collect_alerts(consumer, alerted_at, until=time.monotonic() + 15, wanted=PROBES)

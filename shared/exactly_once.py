@@ -27,10 +27,11 @@ A = TypeVar("A")
 
 
 def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryRun, checkpoint: str,
-                  aggregate: Callable[[DataFrame], A], write: Callable[[Connection, A], dict[str, Any]],
+                  aggregate: Callable[[DataFrame, int], A], write: Callable[[Connection, A], dict[str, Any]],
                   after_commit: Callable[[], None] | None = None) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function for `run`'s query, checkpointed in
-    `checkpoint`: `aggregate(batch)` in Spark, then `write(connection,
+    `checkpoint`: `aggregate(batch, records)` in Spark (`records`: how many
+    the batch holds at most, its offsets' span), then `write(connection,
     aggregated)` in the transaction that stores the offsets. `write` returns
     fields for the batch's log line (rows_out among them); `after_commit()`
     runs once that transaction is committed. What `aggregate` caches
@@ -59,7 +60,7 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
         try:
             batch.sparkSession.catalog.clearCache()
             batch, observation = observed(batch)
-            rows = aggregate(batch)
+            rows = aggregate(batch, sum(end - first for first, end in ranges.values()))
             began = time.monotonic()
             fields = progress.commit(ranges, lambda connection: write(connection, rows))
         except StopRequested:

@@ -99,7 +99,7 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
         rows = progress.read(lambda connection: connection.execute(COUNTED_PLACES, owner).all())
         return {(w, p): (offset, index) for w, p, offset, index in rows}
 
-    def summarize_batch(batch: DataFrame) -> Summarized:
+    def summarize_batch(batch: DataFrame, _records: int) -> Summarized:
         """The batch's groups (cached until its transaction is committed),
         its summary and the highest places after it. (The fence on offsets
         guarantees nobody else moved those places meanwhile: they move only

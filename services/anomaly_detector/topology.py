@@ -16,7 +16,7 @@ no window.
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import plausible_millis, storable_key, window_start
+from shared.events import MAX_KEY_BYTES, plausible_millis, storable_key, window_start
 from shared.parts import in_part
 
 FAILED_LOGIN = "login failed"
@@ -49,12 +49,17 @@ def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
 # bytes (a Row, a dict entry, their numbers); an estimate, which
 # __main__.PART_BYTES allows for.
 ROW_OVERHEAD_BYTES = 200
+# The most a count can take, its user id the longest kept.
+MAX_COUNT_BYTES = MAX_KEY_BYTES + ROW_OVERHEAD_BYTES
 
 
-def summary(counts: DataFrame) -> DataFrame:
+def summary(counts: DataFrame, listed: bool = False) -> DataFrame:
     """The counts of a batch in one row: `users` (the (user, window) counts
     to store), `user_bytes` (what they take in Python, about), `failed_logins`,
-    and the lines skipped with no usable user (`no_user`) or time (`bad_time`)."""
+    and the lines skipped with no usable user (`no_user`) or time (`bad_time`).
+    With `listed`, the users' counts themselves too (`listed`: user,
+    window_start, count), for a batch known to be small: one Spark job
+    instead of a summary and a part."""
     is_user = F.col("user") != NO_USER
 
     def total(condition: Column, value: Column | None = None) -> Column:  # of the counts, unless `value` says
@@ -66,6 +71,8 @@ def summary(counts: DataFrame) -> DataFrame:
         total(is_user, F.octet_length("user") + ROW_OVERHEAD_BYTES).alias("user_bytes"),
         total(~is_user & F.col("window_start").isNotNull()).alias("no_user"),
         total(~is_user & F.col("window_start").isNull()).alias("bad_time"),
+        *([F.collect_list(F.when(is_user, F.struct("user", "window_start", "count"))).alias("listed")]
+          if listed else []),
     )
 
 

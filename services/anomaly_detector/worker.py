@@ -2,13 +2,15 @@
 Its Spark side is topology.py (parsing, counting); alerts.py decides and
 publishes, channels.py delivers."""
 
+from collections.abc import Iterable
+
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from sqlalchemy import Connection
 
-from services.anomaly_detector.alerts import AlertPublisher, record_failures
+from services.anomaly_detector.alerts import AlertPublisher, Counts, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
-from services.anomaly_detector.topology import counts_part, failed_logins, summary
+from services.anomaly_detector.topology import MAX_COUNT_BYTES, counts_part, failed_logins, summary
 from shared.config import Config
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
@@ -24,6 +26,9 @@ from shared.worker.query_run import QueryRun
 # estimate in Python while it is stored (rows, the SQL text, what Postgres
 # returns): 32 MB parts peaked at 215 MB of Python, measured.
 PART_BYTES = 8 << 20
+
+# A batch's counts, cached, unless its summary lists them; its summary.
+Counted = tuple[DataFrame | None, Row]
 
 
 class AnomalyDetector:
@@ -43,16 +48,23 @@ class AnomalyDetector:
     def start_query(self, context: Context, run: QueryRun, source: DataFrame, checkpoint: str) -> StreamingQuery:
         config = context.config
 
-        def count_failures(batch: DataFrame) -> tuple[DataFrame, Row]:
-            counts = failed_logins(batch, config.window_seconds).persist()
-            result = summary(counts).first()
-            assert result is not None  # an aggregate: one row
-            return counts, result
+        def count_failures(batch: DataFrame, records: int) -> Counted:
+            counts = failed_logins(batch, config.window_seconds)
+            if records * MAX_COUNT_BYTES <= PART_BYTES:
+                # However many distinct users, the counts fit one part (a
+                # steady stream's batches): listed by the summary's own job,
+                # with nothing cached, instead of a second job of their own.
+                return None, first_row(summary(counts, listed=True))
+            counts = counts.persist()
+            return counts, first_row(summary(counts))
 
-        def write(connection: Connection, counted: tuple[DataFrame, Row]) -> dict[str, int]:
+        def write(connection: Connection, counted: Counted) -> dict[str, int]:
             counts, result = counted
-            parts = collected_in_parts(result.user_bytes, PART_BYTES, lambda parts, part: {
-                (row.user, row.window_start): row["count"] for row in counts_part(counts, parts, part).collect()})
+            if counts is None:
+                parts: Iterable[Counts] = [{(row.user, row.window_start): row["count"] for row in result.listed}]
+            else:
+                parts = collected_in_parts(result.user_bytes, PART_BYTES, lambda parts, part: {
+                    (row.user, row.window_start): row["count"] for row in counts_part(counts, parts, part).collect()})
             alerts, pruned = record_failures(connection, parts, config)
             return {"rows_out": result.users, "failed_logins": result.failed_logins,
                     "skipped_no_user": result.no_user, "skipped_bad_time": result.bad_time,
@@ -64,8 +76,15 @@ class AnomalyDetector:
         return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
 
+def first_row(summary: DataFrame) -> Row:
+    result = summary.first()
+    assert result is not None  # an aggregate: one row
+    return result
+
+
 def warm_up(spark: SparkSession, config: Config) -> None:
     lines = kafka_records(spark, ["user_id: alice | action: login failed", "bob | action: login"])
+    summary(failed_logins(lines, config.window_seconds), listed=True).first()
     counts = failed_logins(lines, config.window_seconds).persist()
     summary(counts).first()
     counts_part(counts, 1, 0).collect()

@@ -13,6 +13,8 @@ from devstack.certificates import CertificateAuthority
 from devstack.kafka_io import end_offsets, produce, read_all
 from devstack.local_stack import wait_until
 from devstack.postgres import query, stored_offsets
+from services.anomaly_detector.topology import MAX_COUNT_BYTES
+from services.anomaly_detector.worker import PART_BYTES
 from tests.channel_servers import EventsApiServer, SmtpServer
 from tests.checks import assert_no_secret_in, heroku_like
 from tests.clock import T0
@@ -122,6 +124,19 @@ def test_exactly_the_contracts_alerts_however_batched(stack, prefix, database_ur
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
     assert_no_secret_in(worker.output(), stack.environment(prefix))
+
+
+def test_a_batch_too_large_to_list_its_counts_collects_them_in_parts(stack, prefix, database_url, release, workers):
+    """The tests above read small batches, whose summary lists their counts;
+    a batch of more lines than one part holds at the longest user ids (here
+    the whole backlog, in the first batch) collects them in parts instead."""
+    lines = PART_BYTES // MAX_COUNT_BYTES
+    padding = [(f"user_id: u0 | action: login succeeded | {i}", T0 * 1000) for i in range(lines)]
+    send(stack, prefix, log_lines(seed=9) + padding)
+    worker = workers.start("services.anomaly_detector")
+    wait_until(lambda: all_done(stack, prefix, database_url), 180, "lines stored, alerts published")
+    assert_exactly_the_contracts_alerts(alerts_on_topic(stack, prefix))
+    assert int(worker.log_lines("batch")[0]["rows_in"]) * MAX_COUNT_BYTES > PART_BYTES
 
 
 def test_sigkill_mid_stream_then_restart_neither_loses_nor_repeats_an_alert(

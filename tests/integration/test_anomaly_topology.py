@@ -73,3 +73,8 @@ def test_a_batchs_counts_in_parts_are_its_users_counts_each_once_and_the_summary
     result = summary(counts).first()
     assert (result.users, result.failed_logins, result.no_user, result.bad_time) == (700, 2000, 3, 1)
     assert result.user_bytes == sum(len(f"user{u}") + ROW_OVERHEAD_BYTES for u in range(700))
+    # A small batch's summary lists the same counts itself, in the same one job.
+    listed = summary(counts, listed=True).first()
+    assert listed.asDict() == {**result.asDict(), "listed": listed.listed}
+    assert sorted((r.user, r.window_start, r["count"]) for r in listed.listed) == sorted(
+        (r.user, r.window_start, r["count"]) for part in parts for r in part)
