@@ -47,8 +47,8 @@ CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointin
 # Every 5 s the JVM hands back to the system what glibc's malloc holds freed
 # (JDK 17.0.9 and later): tens of MB of a worker's resident memory that no
 # JVM category accounts for. After a full collection the heap gives back what
-# is more than half free (70 % by default): without that, each time the old
-# generation grew it stayed grown, a step of resident memory every half hour.
+# is more than half free (70 % by default): without that, each growth of the
+# old generation stayed, and a worker's resident memory rose in steps.
 JVM_MEMORY_OPTIONS = ("-Xms128m", "-Xmn64m", "-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000",
                       "-XX:MaxHeapFreeRatio=50")
 # What Spark's status store keeps of past jobs, stages and SQL executions
