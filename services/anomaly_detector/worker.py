@@ -61,10 +61,10 @@ class AnomalyDetector:
         def write(connection: Connection, counted: Counted) -> dict[str, int]:
             counts, result = counted
             if counts is None:
-                parts: Iterable[Counts] = [{(row.user, row.window_start): row["count"] for row in result.listed}]
+                parts: Iterable[Counts] = [as_counts(result.listed)]
             else:
-                parts = collected_in_parts(result.user_bytes, PART_BYTES, lambda parts, part: {
-                    (row.user, row.window_start): row["count"] for row in counts_part(counts, parts, part).collect()})
+                parts = collected_in_parts(result.user_bytes, PART_BYTES,
+                                           lambda parts, part: as_counts(counts_part(counts, parts, part).collect()))
             alerts, pruned = record_failures(connection, parts, config)
             return {"rows_out": result.users, "failed_logins": result.failed_logins,
                     "skipped_no_user": result.no_user, "skipped_bad_time": result.bad_time,
@@ -76,6 +76,10 @@ class AnomalyDetector:
         return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
 
 
+def as_counts(rows: Iterable[Row]) -> Counts:
+    return {(row.user, row.window_start): row["count"] for row in rows}
+
+
 def first_row(summary: DataFrame) -> Row:
     result = summary.first()
     assert result is not None  # an aggregate: one row
@@ -84,8 +88,9 @@ def first_row(summary: DataFrame) -> Row:
 
 def warm_up(spark: SparkSession, config: Config) -> None:
     lines = kafka_records(spark, ["user_id: alice | action: login failed", "bob | action: login"])
-    summary(failed_logins(lines, config.window_seconds), listed=True).first()
-    counts = failed_logins(lines, config.window_seconds).persist()
+    counts = failed_logins(lines, config.window_seconds)
+    summary(counts, listed=True).first()
+    counts = counts.persist()
     summary(counts).first()
     counts_part(counts, 1, 0).collect()
     counts.unpersist()
