@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 
 from services.anomaly_detector.alerts import AlertPublisher, Counts, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
-from services.anomaly_detector.topology import MAX_COUNT_BYTES, counts_part, failed_logins, summary
+from services.anomaly_detector.topology import MAX_COUNT_BYTES, counts_part, failed_logins, listed_summary, summary
 from shared.config import Config
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
@@ -49,13 +49,12 @@ class AnomalyDetector:
         config = context.config
 
         def count_failures(batch: DataFrame, records: int) -> Counted:
-            counts = failed_logins(batch, config.window_seconds)
             if records * MAX_COUNT_BYTES <= PART_BYTES:
                 # However many distinct users, the counts fit one part (a
                 # steady stream's batches): listed by the summary's own job,
                 # with nothing cached, instead of a second job of their own.
-                return None, first_row(summary(counts, listed=True))
-            counts = counts.persist()
+                return None, first_row(listed_summary(batch, config.window_seconds))
+            counts = failed_logins(batch, config.window_seconds).persist()
             return counts, first_row(summary(counts))
 
         def write(connection: Connection, counted: Counted) -> dict[str, int]:
@@ -88,9 +87,8 @@ def first_row(summary: DataFrame) -> Row:
 
 def warm_up(spark: SparkSession, config: Config) -> None:
     lines = kafka_records(spark, ["user_id: alice | action: login failed", "bob | action: login"])
-    counts = failed_logins(lines, config.window_seconds)
-    summary(counts, listed=True).first()
-    counts = counts.persist()
+    listed_summary(lines, config.window_seconds).first()
+    counts = failed_logins(lines, config.window_seconds).persist()
     summary(counts).first()
     counts_part(counts, 1, 0).collect()
     counts.unpersist()
