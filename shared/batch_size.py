@@ -17,13 +17,13 @@ from pyspark.sql import functions as F
 
 from shared.logs import log
 
-# A process's first query run reads batches of a two-hundredth of the full
-# size and ends after its first: a cold JVM pays seconds for its first tasks
-# (classes generated and compiled, the Kafka clients' first connections,
-# code not yet compiled by the JIT), and each record of them is read by
-# code the JIT has not compiled yet, so a small first batch commits progress
-# sooner, and the next run reads full batches on a warmer JVM. Full batches
-# under 50,000 records gain nothing from it (docs/decisions/cold-start.md).
+# A process's first query run reads batches of a 200th of the full size and
+# ends after its first: a cold JVM pays seconds for its first tasks (classes
+# generated and compiled, the Kafka clients' first connections) and reads
+# each of their records with code the JIT has not compiled yet, so a small
+# first batch commits progress sooner, and the next run reads full batches
+# on a warmer JVM. Full batches under 50,000 records gain nothing from it
+# (docs/decisions/cold-start.md).
 COLD_FRACTION = 200
 COLD_LEAST_RECORDS = 250
 
