@@ -411,7 +411,9 @@ def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
         assert bar_labels(page) == [["zeta", "30"], ["alpha", "11"], ["omega", "3"], ["beta", "2"]]
 
         # The aggregator's lag and batch durations, as this web process sampled them from Kafka.
-        page.wait_for_selector("#lag-aggregator polyline", timeout=60_000)
+        # Attached, not visible: a lag of 0 at every sample draws a flat line,
+        # which has no height, and Playwright counts that as hidden.
+        page.wait_for_selector("#lag-aggregator polyline", state="attached", timeout=60_000)
         page.wait_for_selector("#batch-aggregator circle", timeout=60_000)
         durations = page.eval_on_selector_all("#batch-aggregator circle", "cs => cs.map(c => +c.dataset.value)")
         assert all(ms > 0 for ms in durations)
