@@ -25,7 +25,7 @@ from shared.logs import log
 # on a warmer JVM. Full batches under 50,000 records gain nothing from it
 # (docs/decisions/cold-start.md).
 COLD_FRACTION = 200
-COLD_LEAST_RECORDS = 250
+COLD_LEAST_RECORDS = 50_000 // COLD_FRACTION
 
 
 def cold_records(records: int) -> int | None:
