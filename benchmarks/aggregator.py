@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from benchmarks.harness import drain_into_postgres, local_stack, percentile, report, spark_preload
 from services.aggregator.worker import AGGREGATOR
-from shared.events import place_value
+from shared.events import line_place, place_value
 
 PREFIX = "bench."
 VOCABULARY = 50_000
@@ -40,7 +40,7 @@ def realistic_words(ids):
     event_ms = on_time_ms - late_ms
     # A header as the text processor writes it: each preload task plays a
     # textlines partition, its ids lines of one word.
-    place = place_value(F.spark_partition_id(), F.col("id"), F.lit(0), F.lit(1), event_millis=event_ms)
+    place = place_value(line_place(F.spark_partition_id(), F.col("id"), F.lit(1), event_ms), F.lit(0))
     headers = F.array(F.struct(F.lit("place").alias("key"), place.alias("value")))
     return ids.select(word.alias("key"), word.alias("value"), headers.alias("headers"))
 

@@ -28,6 +28,7 @@ PLACE_FIELDS = (  # name, digits, Spark type
     ("run", 10, "long"),
 )
 PLACE_DIGITS = sum(digits for _, digits, _ in PLACE_FIELDS)
+_FIELD_DIGITS = {name: digits for name, digits, _ in PLACE_FIELDS}
 EVENT_TIME_DIGITS = 13
 
 # A Postgres btree entry holds at most 2,704 bytes: a longer key would fail
@@ -57,12 +58,25 @@ def window_start(millis: Column, window_seconds: int) -> Column:
     return F.floor(millis / (window_seconds * 1000)) * window_seconds
 
 
-def place_value(*columns: Column, event_millis: Column) -> Column:
-    """The `place` header's value from its fields' columns, in PLACE_FIELDS
-    order, and its line's event time."""
-    widths = [digits for _, digits, _ in PLACE_FIELDS] + [EVENT_TIME_DIGITS]
-    return F.concat(*[F.lpad(column.cast("string"), digits, "0")
-                      for column, digits in zip([*columns, event_millis], widths, strict=True)]).cast("binary")
+def line_place(partition: Column, offset: Column, run: Column, event_millis: Column) -> Column:
+    """What a `place` holds of its word's line, the same for each word of it
+    (a struct of the digits before and after the word's index): the text
+    processor makes it once per line, before the line is split; padding
+    every field for each word took a third of its CPU (docs/decisions/place-header.md)."""
+    digits = _FIELD_DIGITS
+    before = F.concat(_padded(partition, digits["line_partition"]), _padded(offset, digits["line_offset"]))
+    after = F.concat(_padded(run, digits["run"]), _padded(event_millis, EVENT_TIME_DIGITS))
+    return F.struct(before.alias("before"), after.alias("after"))
+
+
+def place_value(line: Column, word_index: Column) -> Column:
+    """The `place` header's value (binary) of the word at `word_index` of a
+    line whose `line_place` is `line`."""
+    return F.concat(line["before"], _padded(word_index, _FIELD_DIGITS["word_index"]), line["after"]).cast("binary")
+
+
+def _padded(number: Column, digits: int) -> Column:
+    return F.lpad(number.cast("string"), digits, "0")
 
 
 def place_fields(value: Column) -> tuple[dict[str, Column], Column]:

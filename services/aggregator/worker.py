@@ -10,7 +10,7 @@ from sqlalchemy import Connection, text
 
 from services.aggregator.topology import copy_text, grouped, run_thresholds, summary
 from shared.config import Config
-from shared.events import PLACE_HEADER, place_value
+from shared.events import PLACE_HEADER, line_place, place_value
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
 from shared.retention import WINDOW_TOTALS, WINDOWED_COUNTS, Retention
@@ -143,8 +143,8 @@ def setup(context: Context) -> None:
 
 
 def warm_up(spark: SparkSession, config: Config) -> None:
-    place = place_value(F.col("partition"), F.col("offset"), F.lit(0), F.lit(0),
-                        event_millis=F.unix_millis("timestamp"))
+    place = place_value(line_place(F.col("partition"), F.col("offset"), F.lit(0), F.unix_millis("timestamp")),
+                        F.lit(0))
     header = F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))
     groups = grouped(kafka_records(spark, ["fox", "jumps"], F.array(header)), config.window_seconds, {}).persist()
     summary(groups).first()

@@ -18,7 +18,7 @@ skipped; the batch's log line counts them (`skipped_bad_time`,
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import MAX_KEY_BYTES, PLACE_HEADER, place_value, plausible_millis
+from shared.events import MAX_KEY_BYTES, PLACE_HEADER, line_place, place_value, plausible_millis
 
 NON_WORD_RUNS = r"(?U)\W+"
 
@@ -29,16 +29,18 @@ def words(lines: DataFrame, run: int) -> DataFrame:
     query run that writes them."""
     on_time = plausible_millis(F.unix_millis("timestamp"))
     lines = lines.observe("lines", F.count_if(~on_time).alias("skipped_bad_time")).where(on_time)
+    # Selected before the split, so that it is made once per line, not per word.
+    lines = lines.select("value", line_place(F.col("partition"), F.col("offset"), F.lit(run),
+                                             F.unix_millis("timestamp")).alias("line_place"))
     tokens = lines.select(
         F.posexplode(F.split(F.lower(F.col("value").cast("string")), NON_WORD_RUNS)).alias("index", "word"),
-        "partition", "offset", "timestamp",
+        "line_place",
     ).where(F.col("word") != "")
     fits = F.octet_length("word") <= MAX_KEY_BYTES
     tokens = tokens.observe("words", F.count_if(~fits).alias("skipped_too_long")).where(fits)
 
     word = F.col("word").cast("binary")
-    place = place_value(F.col("partition"), F.col("offset"), F.col("index"), F.lit(run),
-                        event_millis=F.unix_millis("timestamp"))
+    place = place_value(F.col("line_place"), F.col("index"))
     return tokens.select(
         word.alias("key"),
         word.alias("value"),

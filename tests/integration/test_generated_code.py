@@ -12,7 +12,7 @@ from devstack.local_stack import wait_until
 from services.aggregator.topology import grouped
 from services.anomaly_detector.topology import failed_logins
 from services.text_processor.topology import words
-from shared.events import PLACE_HEADER, place_value
+from shared.events import PLACE_HEADER, line_place, place_value
 
 WINDOW_SECONDS = 10
 
@@ -26,8 +26,8 @@ def kafka_stream(spark, value) -> DataFrame:
 
 def word_records(spark) -> DataFrame:
     stream = kafka_stream(spark, F.concat(F.lit("w"), (F.col("n") % 50).cast("string")))
-    place = place_value(F.col("partition"), F.col("offset"), F.lit(0), F.lit(5),
-                        event_millis=F.unix_millis("timestamp"))
+    place = place_value(line_place(F.col("partition"), F.col("offset"), F.lit(5), F.unix_millis("timestamp")),
+                        F.lit(0))
     return stream.withColumn("headers", F.array(F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))))
 
 

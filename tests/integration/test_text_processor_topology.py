@@ -13,11 +13,12 @@ RUN = 12345
 
 
 NOW = datetime.datetime(2026, 11, 20, 10, 0, 0, tzinfo=datetime.timezone.utc)
+LINES = "value binary, timestamp timestamp, partition int, offset long"
 
 
 def tokenize(spark, values, timestamps=None, partition=3):
     rows = [(value, (timestamps or {}).get(i, NOW), partition, 1000 + i) for i, value in enumerate(values)]
-    lines = spark.createDataFrame(rows, "value binary, timestamp timestamp, partition int, offset long")
+    lines = spark.createDataFrame(rows, LINES)
     return words(lines, RUN).collect()
 
 
@@ -64,6 +65,13 @@ def test_each_word_carries_its_place_run_and_event_time_in_one_header(spark):
         "one": f"00005{1000:019}{0:010}{RUN:010}{now_ms}", "two": f"00005{1000:019}{1:010}{RUN:010}{now_ms}",
         "three": f"00005{1002:019}{1:010}{RUN:010}{now_ms}"}
     assert all(list(headers(row)) == ["place"] for row in rows)
+
+
+def test_what_a_place_holds_of_its_line_is_made_once_per_line_before_the_split(spark):
+    lines = spark.createDataFrame([(b"one two", NOW, 0, 1)], LINES)
+    plan = words(lines, RUN)._jdf.queryExecution().executedPlan().toString()
+    # A plan prints each node above its input: the offset is padded below the split.
+    assert plan.index("lpad(cast(offset") > plan.index("Generate posexplode")
 
 
 def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped(spark):
