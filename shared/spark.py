@@ -40,17 +40,20 @@ STOP_TIMEOUT_MS = 4_000  # of a streaming query's stop
 CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 # A driver's JVM beside its maximum heap (SPARK_DRIVER_MEMORY), sized so that
 # a worker stays flat within a standard-2x dyno all day (docs/operations.md,
-# "Sizing and scaling"). The heap starts small and grows as it needs: the
-# JVM's own default start is a 64th of the memory it sees (on a dyno maybe
-# its host's), and every page of a young generation is touched as it cycles. The
-# JIT's compiled code stops at 64 MB instead of growing for hours toward 240.
+# "Sizing and scaling"). The heap starts small (its young generation and
+# 64 MB of old) and grows as it needs: the JVM's own default start is a 64th
+# of the memory it sees (on a dyno maybe its host's), and every page of a
+# young generation is touched as it cycles. The JIT's compiled code stops at
+# 64 MB instead of growing for hours toward 240.
 # Every 5 s the JVM hands back to the system what glibc's malloc holds freed
 # (JDK 17.0.9 and later): tens of MB of a worker's resident memory that no
 # JVM category accounts for. After a full collection the heap gives back what
 # is more than half free (70 % by default): without that, each growth of the
 # old generation stayed, and a worker's resident memory rose in steps.
-JVM_MEMORY_OPTIONS = ("-Xms128m", "-Xmn64m", "-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000",
-                      "-XX:MaxHeapFreeRatio=50")
+JVM_MEMORY_OPTIONS = ("-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000", "-XX:MaxHeapFreeRatio=50")
+INITIAL_OLD_GENERATION_MB = 64
+# Unless a worker asks for more (shared.worker.spec.Worker.young_generation_mb).
+YOUNG_GENERATION_MB = 64
 # What Spark's status store keeps of past jobs, stages and SQL executions
 # (1,000 of each by default), kept with the UI off too: a micro-batch adds
 # to each, so a driver's live heap grew for as long as it ran.
@@ -73,8 +76,8 @@ def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_ME
     return f"{MIN_SPARK_MEMORY_MB}m"
 
 
-def session(app_name: str, kafka: KafkaConfig | None = None,
-            config: SparkConfig | None = None) -> SparkSession:
+def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
+            young_generation_mb: int = YOUNG_GENERATION_MB) -> SparkSession:
     """The process's SparkSession. With `kafka` the JVM starts with the
     variables its ``spark_kafka_options()`` name. After the session was
     stopped, a new one in the same JVM."""
@@ -83,7 +86,7 @@ def session(app_name: str, kafka: KafkaConfig | None = None,
     if kafka is not None:
         os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     config = config or SparkConfig()
-    options, secrets = spark_options(app_name, config), {}
+    options, secrets = spark_options(app_name, config, young_generation_mb), {}
     if config.on_cluster:
         options.update(cluster_options(config))
         secrets = cluster_secrets(config, kafka)
@@ -122,7 +125,7 @@ def driver_class_path(connector_jars: list[str]) -> list[str]:
             *(os.path.relpath(jar) for jar in connector_jars)]
 
 
-def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
+def spark_options(app_name: str, config: SparkConfig, young_generation_mb: int = YOUNG_GENERATION_MB) -> dict[str, str]:
     """Every worker's Spark configuration, on a dyno or a cluster."""
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
@@ -139,6 +142,8 @@ def spark_options(app_name: str, config: SparkConfig) -> dict[str, str]:
             f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
             "-XX:+UseSerialGC",
             *JVM_MEMORY_OPTIONS,
+            f"-Xms{young_generation_mb + INITIAL_OLD_GENERATION_MB}m",
+            f"-Xmn{young_generation_mb}m",
             *([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []),
         ]),
         "spark.executor.extraJavaOptions": english,  # on a cluster

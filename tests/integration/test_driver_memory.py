@@ -3,7 +3,7 @@ dyno all day: its heap starts small, its compiled code is bounded, and
 Spark forgets past jobs (docs/operations.md, "Sizing and scaling")."""
 
 from devstack.local_stack import wait_until
-from shared.spark import RETAINED_HISTORY
+from shared.spark import INITIAL_OLD_GENERATION_MB, RETAINED_HISTORY, YOUNG_GENERATION_MB
 
 MB = 2**20
 
@@ -11,7 +11,9 @@ MB = 2**20
 def test_the_heap_starts_small_and_the_compiled_code_is_bounded(spark):
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     heap = management.getMemoryMXBean().getHeapMemoryUsage()
-    assert heap.getInit() == 128 * MB
+    assert heap.getInit() == (YOUNG_GENERATION_MB + INITIAL_OLD_GENERATION_MB) * MB
+    pools = {pool.getName(): pool.getUsage().getMax() for pool in management.getMemoryPoolMXBeans()}
+    assert pools["Eden Space"] + 2 * pools["Survivor Space"] == YOUNG_GENERATION_MB * MB
     assert heap.getMax() >= 450 * MB  # Spark's minimum, and SPARK_DRIVER_MEMORY's to grow into
     code = sum(pool.getUsage().getMax() for pool in management.getMemoryPoolMXBeans()
                if pool.getName().startswith("Code"))  # one CodeCache, or segmented CodeHeaps
