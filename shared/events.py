@@ -61,8 +61,9 @@ def window_start(millis: Column, window_seconds: int) -> Column:
 def line_place(partition: Column, offset: Column, run: Column, event_millis: Column) -> Column:
     """What a `place` holds of its word's line, the same for each word of it
     (a struct of the digits before and after the word's index): the text
-    processor makes it once per line, before the line is split; padding
-    every field for each word took a third of its CPU (docs/decisions/place-header.md)."""
+    processor makes it once per line, before the line is split: padding
+    every field for each word took a third of its topology's time
+    (docs/decisions/place-header.md)."""
     digits = _FIELD_DIGITS
     before = F.concat(_padded(partition, digits["line_partition"]), _padded(offset, digits["line_offset"]))
     after = F.concat(_padded(run, digits["run"]), _padded(event_millis, EVENT_TIME_DIGITS))
