@@ -137,7 +137,9 @@ def test_a_driver_outlives_its_clusters_outage_and_counts_every_word_once(stack,
     wait_for_exact_counts(stack, prefix, database_url, aggregator, lines + more)
     lost = aggregator.log_lines("spark_lost")
     assert len(lost) == 2 and "stopped the context" in lost[1]["error"], lost
-    assert ["aggregator"] == [app["name"] for app in cluster.running_apps()]  # the new session's application
+    # That batch's words were counted by the old session: the new one registers after the back-off.
+    wait_until(lambda: [app["name"] for app in cluster.running_apps()] == ["aggregator"], 60,
+               "the new session's application on the master")
 
     # The cluster gone for good: a SIGTERM while the new session tries to register stops the driver in time.
     cluster.kill_workers()
