@@ -64,9 +64,9 @@ def line_place(partition: Column, offset: Column, run: Column, event_millis: Col
     processor makes it once per line, before the line is split: padding
     every field for each word took a third of its topology's time
     (docs/decisions/place-header.md)."""
-    digits = _FIELD_DIGITS
-    before = F.concat(_padded(partition, digits["line_partition"]), _padded(offset, digits["line_offset"]))
-    after = F.concat(_padded(run, digits["run"]), _padded(event_millis, EVENT_TIME_DIGITS))
+    before = F.concat(_padded(partition, _FIELD_DIGITS["line_partition"]),
+                      _padded(offset, _FIELD_DIGITS["line_offset"]))
+    after = F.concat(_padded(run, _FIELD_DIGITS["run"]), _padded(event_millis, EVENT_TIME_DIGITS))
     return F.struct(before.alias("before"), after.alias("after"))
 
 
