@@ -140,6 +140,13 @@ class SparkCluster:
                 and (process.info["cwd"] or "").startswith(str(self.folder))
                 and (app_name is None or Path(process.info["cwd"]).parent.name in app_ids)]
 
+    def registered_executors(self, app_name: str) -> int:
+        """How many executors of the running application `app_name` told
+        their driver they are there (each writes its own stderr)."""
+        app_ids = {app["id"] for app in self.running_apps() if app["name"] == app_name}
+        return sum("Successfully registered with driver" in path.read_text(errors="replace")
+                   for app_id in app_ids for path in self.folder.glob(f"work-*/{app_id}/*/stderr"))
+
     def logs(self) -> str:
         """Everything the daemons and their executors wrote."""
         return "\n".join(path.read_text(errors="replace") for path in sorted(self.folder.rglob("*"))

@@ -54,8 +54,7 @@ from shared.outages import kafka_outage
 # stay in the group meanwhile.
 SESSION_TIMEOUT_MS = 30_000
 # The last commit, leaving the group and the data-loss lookup, each bounded:
-# a copy must be gone 30 s after SIGTERM, and up to 20 s of those may go to
-# the running batch.
+# a copy must be gone 30 s after SIGTERM (shared.worker.query_run.STOP_SECONDS_AT_MOST).
 STOP_STEP_TIMEOUT_MS = 4_000
 
 

@@ -33,11 +33,20 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from shared.logs import log
 from shared.offsets import Offsets, end_offsets, lag, unread_ranges
+from shared.spark import STOP_TIMEOUT_MS
 from shared.worker import errors
-from shared.worker.group_member import GroupMember
+from shared.worker.group_member import STOP_STEP_TIMEOUT_MS, GroupMember
 from shared.worker.lifecycle import Ended
 
-GRACEFUL_STOP_SECONDS = 20  # Heroku sends SIGKILL 30 s after SIGTERM
+# Heroku sends SIGKILL 30 s after SIGTERM. In a broker outage a stop spends,
+# one step after another: the running batch's wait (it cannot finish, its
+# records are on the broker), the query's stop (shared.spark.STOP_TIMEOUT_MS),
+# the last commit and the leave (shared.worker.group_member.STOP_STEP_TIMEOUT_MS
+# each), then Spark's stop and the JVM's exit: STOP_SECONDS_AT_MOST in all.
+GRACEFUL_STOP_SECONDS = 10
+EXIT_SECONDS = 2  # Spark's stop and the JVM's exit, on a loaded 2-core machine
+STOP_SECONDS_AT_MOST = (GRACEFUL_STOP_SECONDS + STOP_TIMEOUT_MS / 1000 + 2 * STOP_STEP_TIMEOUT_MS / 1000
+                        + EXIT_SECONDS)
 PROCESSING = "Processing new data"  # Spark's status message while a micro-batch runs
 KEPT_RUNS = 8  # late reports name a recent run; older ones are forgotten
 
@@ -255,7 +264,8 @@ def stop_gracefully(query: StreamingQuery) -> None:
     stored, so the next run reads its records again (a word it sent already
     is counted once: see docs/architecture.md, "Exactly once, end to end").
     A trigger still asking Kafka for offsets has nothing to finish: during a
-    broker outage it would hold the stop for a minute."""
+    broker outage it would hold the stop for a minute. A batch that did not
+    finish in GRACEFUL_STOP_SECONDS (its broker away, say) is cut, and logged."""
     last = query.lastProgress
     done = last.batchId if last is not None else -1  # the last batch finished when the stop was asked for
     deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
@@ -267,13 +277,24 @@ def stop_gracefully(query: StreamingQuery) -> None:
         if last is not None and last.batchId > done:
             break
         time.sleep(0.05)
+    else:
+        log("batch_cut", waited_s=GRACEFUL_STOP_SECONDS)
     stop_now(query)
+
+
+_STOP_TIMED_OUT: set[str] = set()  # ids of queries whose stop timed out
 
 
 def stop_now(query: StreamingQuery) -> None:
     """Stop the query, its running batch cut; a query whose thread did not
-    end within spark.sql.streaming.stopTimeout (shared.spark) is logged."""
+    end within spark.sql.streaming.stopTimeout (shared.spark) is logged.
+    Its thread was interrupted and stays stuck (in a call to a broker that is
+    away): a second stop, as the session stops, would wait as long again."""
+    query_id = str(query.id)
+    if query_id in _STOP_TIMED_OUT:
+        return
     try:
         query.stop()
     except (Py4JJavaError, CapturedException) as error:
+        _STOP_TIMED_OUT.add(query_id)
         log("query_stop_timed_out", error=errors.error_summary(error))

@@ -126,10 +126,15 @@ def test_sigterm_while_the_broker_is_down_ends_every_workers_processes_within_30
     are: static members, which also remove themselves from their groups."""
     send(stack, prefix, make_lines(2000, seed=7))
     produce(stack, prefix + "loglines", [f"user_id: u{n} | action: login failed" for n in range(100)])
-    running = [workers.start(module, DYNO=f"{module.rsplit('.', 1)[1]}_worker.1") for module in
-               ("services.text_processor", "services.aggregator", "services.anomaly_detector")]
+    running = [workers.start(module, DYNO=f"{module.rsplit('.', 1)[1]}_worker.1", **batches) for module, batches in
+               (("services.text_processor", {"MAX_OFFSETS_PER_TRIGGER": str(2 * BATCH_LINES)}),
+                ("services.aggregator", {}), ("services.anomaly_detector", {}))]
     for worker in running:
         wait_until(lambda: worker.log_lines("batch"), 240, f"{worker.log_path}: a first batch")
+    # The broker dies under the text processor's batch, which then can never
+    # finish: the stop waits for it as long as it may, then cuts it.
+    send(stack, prefix, make_lines(4 * BATCH_LINES, seed=8))
+    wait_inside_a_batch(stack, prefix)
     stack.broker.kill()
     try:
         for worker in running:
@@ -144,6 +149,7 @@ def test_sigterm_while_the_broker_is_down_ends_every_workers_processes_within_30
         assert_no_stack_trace(worker.output())
         after_the_stop = worker.output().split("event=stop_requested", 1)[1]
         assert "event=query_failed" not in after_the_stop  # a stop is not retried
+    assert "event=batch_cut" in running[0].output().split("event=stop_requested", 1)[1]
 
 
 def test_text_processor_copies_joining_and_leaving_in_a_broker_outage_count_every_word_once(

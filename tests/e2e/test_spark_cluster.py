@@ -138,8 +138,11 @@ def test_a_driver_outlives_its_clusters_outage_and_counts_every_word_once(stack,
     lost = aggregator.log_lines("spark_lost")
     assert len(lost) == 2 and "stopped the context" in lost[1]["error"], lost
     # That batch's words were counted by the old session: the new one registers after the back-off.
-    wait_until(lambda: [app["name"] for app in cluster.running_apps()] == ["aggregator"], 60,
-               "the new session's application on the master")
+    # Its executors must reach it before the cluster goes: a driver that never
+    # had one waits for its first as long as the cluster makes it.
+    wait_until(lambda: [app["name"] for app in cluster.running_apps()] == ["aggregator"]
+               and cluster.registered_executors("aggregator") > 0, 60,
+               "the new session's application on the master, with an executor")
 
     # The cluster gone for good: a SIGTERM while the new session tries to register stops the driver in time.
     cluster.kill_workers()

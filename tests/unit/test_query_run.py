@@ -8,11 +8,12 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from pyspark.errors.exceptions.captured import CapturedException
 
 from shared.config import load
 from shared.worker import Worker, runner
 from shared.worker.lifecycle import Ended
-from shared.worker.query_run import BatchListener, QueryRun, Runs
+from shared.worker.query_run import STOP_SECONDS_AT_MOST, BatchListener, QueryRun, Runs, stop_now
 
 TOPIC = "t.textlines"
 
@@ -44,7 +45,7 @@ class Member:
 def query(run_id):
     def stop():
         started.isActive = False
-    started = SimpleNamespace(runId=run_id, lastProgress=None, isActive=True, stop=stop)
+    started = SimpleNamespace(id=f"id-{run_id}", runId=run_id, lastProgress=None, isActive=True, stop=stop)
     return started
 
 
@@ -184,3 +185,36 @@ def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monk
     with pytest.raises(RuntimeError, match="a bug"):
         runner.run_with(worker, load({"KAFKA_URL": "kafka://127.0.0.1:1"}), threading.Event())
     assert stopped.is_set() and member.closed
+
+
+def test_a_stop_in_a_broker_outage_ends_well_before_herokus_sigkill():
+    """Every step of a stop waits out its whole bound when the broker is
+    away; their sum leaves room for a loaded machine within the 30 s."""
+    assert STOP_SECONDS_AT_MOST <= 25
+
+
+class StopTimedOut(CapturedException):
+    """What query.stop() raises past spark.sql.streaming.stopTimeout."""
+
+    def __init__(self):
+        Exception.__init__(self)
+
+    def __str__(self):
+        return "org.apache.spark.SparkException: The stream thread was last executing:"
+
+
+def test_a_query_whose_stop_timed_out_is_not_waited_for_again(capsys):
+    """Its thread is stuck in a call to a broker that is away: the stop of
+    the session after it would wait as long again, past Heroku's 30 s."""
+    class StuckQuery:
+        id, stops = "query-1", 0
+
+        def stop(self):
+            self.stops += 1
+            raise StopTimedOut()
+
+    query = StuckQuery()
+    stop_now(query)
+    stop_now(query)
+    assert query.stops == 1
+    assert capsys.readouterr().out.count("event=query_stop_timed_out") == 1
