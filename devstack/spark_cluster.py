@@ -140,6 +140,14 @@ class SparkCluster:
                 and (process.info["cwd"] or "").startswith(str(self.folder))
                 and (app_name is None or Path(process.info["cwd"]).parent.name in app_ids)]
 
+    def executors_running_a_task(self, app_name: str) -> list[psutil.Process]:
+        """The executors of `app_name` that began a task they have not
+        finished, by their own logs (each writes stderr in its folder)."""
+        def running(executor: psutil.Process) -> bool:
+            log = (Path(executor.info["cwd"]) / "stderr").read_text(errors="replace")
+            return log.count("Executor: Running task") > log.count("Executor: Finished task")
+        return [executor for executor in self.executors(app_name) if running(executor)]
+
     def registered_executors(self, app_name: str) -> int:
         """How many executors of the running application `app_name` told
         their driver they are there (each writes its own stderr)."""

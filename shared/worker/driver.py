@@ -52,17 +52,18 @@ EXECUTORLESS_SECONDS = 30.0
 
 @dataclass
 class Executors:
-    """Whether a driver's executors are gone for good, from the counts it
-    observes over time (`now` in seconds of a monotonic clock)."""
+    """Whether a driver's executors are gone for good, from what it observes
+    over time: how many are live, and how many it ever had (Spark's own
+    record: an executor that came and went between two looks counts too).
+    `now` is in seconds of a monotonic clock."""
 
-    had_some: bool = False
     none_since: float | None = None
 
-    def gone(self, count: int, now: float) -> bool:
-        if count > 0:
-            self.had_some, self.none_since = True, None
+    def gone(self, live: int, ever: int, now: float) -> bool:
+        if live > 0:
+            self.none_since = None
             return False
-        if not self.had_some:
+        if ever == 0:
             return False  # a new application waits for its first executors as long as the cluster makes it
         if self.none_since is None:
             self.none_since = now
@@ -124,9 +125,11 @@ class Driver:
         if self._context_stopped():
             return "Spark stopped the context: the cluster removed the application"
         if self._on_cluster:
-            tracker = self._session.sparkContext._jsc.sc().statusTracker()
-            executors = len(tracker.getExecutorInfos()) - 1  # the driver is listed too
-            if self._executors.gone(executors, time.monotonic()):
+            context = self._session.sparkContext._jsc.sc()
+            # The driver is listed too; the status store lists the dead as well.
+            live = len(context.statusTracker().getExecutorInfos()) - 1
+            ever = context.statusStore().executorList(False).size() - 1
+            if self._executors.gone(live, ever, time.monotonic()):
                 return f"no executor for {EXECUTORLESS_SECONDS:.0f} s: the master forgot the application"
         return None
 

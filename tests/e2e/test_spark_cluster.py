@@ -58,10 +58,10 @@ def test_drivers_on_a_cluster_count_every_word_once_through_a_lost_executor_and_
 
     wait_inside_a_batch(stack, prefix)
     # Each of the text processor's two executors runs one partition's task
-    # of the batch being written: one SIGKILLed fails that batch.
-    executors = cluster.executors("text-processor")
-    assert len(executors) == 2
-    executors[0].kill()
+    # of the batch being written: one SIGKILLed inside its task fails that batch.
+    assert len(cluster.executors("text-processor")) == 2
+    busy = wait_until(lambda: cluster.executors_running_a_task("text-processor"), 60, "an executor inside a task")
+    busy[0].kill()
     wait_until(lambda: text_processor.log_lines("query_failed"), 120, "the batch failing with its executor")
     assert sum(committed_lines(stack, prefix).values()) < len(lines), "the killed batch was the last"
 
