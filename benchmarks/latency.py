@@ -36,13 +36,20 @@ def main() -> None:
         with formation({**os.environ, **stack.environment(PREFIX)}, folder, RATE) as workers:
             wait_until(lambda: all(caught_up(worker) for worker in workers.values()), 600, "every worker caught up")
             time.sleep(SETTLE_S)  # a time to run at the rate, not a condition to wait for
+            settled = {name: len(worker.log_lines("batch")) for name, worker in workers.items()}
             counted = aggregator.probe_latencies(stack, PREFIX + "textlines", engine)
             alerted = anomaly_detector.alert_latencies(stack)
+            probed = {name: worker.log_lines("batch")[settled[name]:] for name, worker in workers.items()}
         engine.dispose()
         report("latency_line_to_count", rate_per_s=RATE, probes=len(counted),
                p50_s=percentile(counted, 0.5), p99_s=percentile(counted, 0.99), max_s=max(counted))
         report("latency_failed_login_to_alert", rate_per_s=RATE, probes=len(alerted),
                p50_s=percentile(alerted, 0.5), p99_s=percentile(alerted, 0.99), max_s=max(alerted))
+        for name, batches in probed.items():  # while the probes ran: where a probe's time went
+            durations = [int(batch["duration_ms"]) for batch in batches if "duration_ms" in batch]
+            report("latency_batches", worker=name, batches=len(batches),
+                   records_p50=percentile([int(batch["rows_in"]) for batch in batches], 0.5),
+                   duration_ms_p50=percentile(durations, 0.5), duration_ms_p90=percentile(durations, 0.9))
 
 
 def caught_up(worker: Worker) -> bool:

@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from shared.events import (
     EVENT_TIME_HEADER,
+    MAX_KEY_BYTES,
     PLACE_FIELDS,
     PLACE_HEADER,
     header,
@@ -168,12 +169,23 @@ def _group_aggregations() -> list[Column]:
             F.grouping("run").alias("is_count")]
 
 
-def summary(groups: DataFrame) -> DataFrame:
+def summary(groups: DataFrame, listed: bool = False) -> DataFrame:
     """The batch in one row: `rows` and `counted` (the counts to store and the
     words they hold), `copy_bytes` (the size of their COPY text), `repeated`,
     `bad_time` and `bad_key` (the records skipped for each reason), and
-    `runs` (each run's group)."""
-    return groups.agg(*_summary_columns())
+    `runs` (each run's group). With `listed`, the COPY text itself too
+    (`lines`), for a batch known to be small: one Spark job instead of a
+    summary and a part."""
+    lines = F.string_agg(F.when(_is_word(), _copy_line()), "\n").alias("lines")
+    return groups.agg(*_summary_columns(), *([lines] if listed else []))
+
+
+def listed_summary(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
+    """The summary of a batch of words known to be small, its COPY text
+    listed: one Spark job, nothing cached. (Not in one task, as the anomaly
+    detector's: the grouping sets' Expand hides a single partition from
+    the planner, which shuffles anyway.)"""
+    return summary(grouped(words, window_seconds, thresholds), listed=True)
 
 
 @functools.cache
@@ -210,6 +222,11 @@ def _is_word() -> Column:
 @functools.cache
 def _copy_line() -> Column:
     return F.concat_ws("\t", "window_start", F.hex("word"), "n")
+
+
+# The most a word's COPY line takes: its window's start, the longest word
+# kept in hex, the largest count, two tabs and a newline.
+MAX_COPY_LINE_BYTES = 20 + 2 * MAX_KEY_BYTES + 20 + 3
 
 
 def run_thresholds(counted_before: dict, runs: list[Row]) -> tuple[dict, dict, bool]:

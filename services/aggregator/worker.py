@@ -8,7 +8,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from sqlalchemy import Connection, text
 
-from services.aggregator.topology import copy_text, grouped, run_thresholds, summary
+from services.aggregator.topology import (
+    MAX_COPY_LINE_BYTES,
+    copy_text,
+    grouped,
+    listed_summary,
+    run_thresholds,
+    summary,
+)
 from shared.config import Config
 from shared.events import PLACE_HEADER, line_place, place_value
 from shared.exactly_once import foreach_batch
@@ -48,7 +55,8 @@ STORE_PLACE = text("""
 
 
 Places = dict[tuple[int, int], tuple[int, int]]  # (partition, line partition) -> (line offset, word index)
-Summarized = tuple[DataFrame, Row, Places]  # a batch's groups, its summary, the places it moved
+# A batch's groups (None: its summary lists its COPY text), its summary, the places it moved.
+Summarized = tuple[DataFrame | None, Row, Places]
 
 # The COPY text is collected this much at a time (about 500,000 counts of
 # 20-letter words), so a batch of long distinct words cannot fill the
@@ -78,10 +86,11 @@ class CopySource:
         return chunk.encode("ascii")
 
 
-def add_counts(connection: Connection, groups: DataFrame, result: Row, window_seconds: int) -> None:
+def add_counts(connection: Connection, groups: DataFrame | None, result: Row, window_seconds: int) -> None:
     if result.rows:
-        parts = collected_in_parts(result.copy_bytes, COPY_PART_BYTES,
-                                   lambda slices, part: copy_text(groups, slices, part).collect()[0].lines or "")
+        parts: Iterable[str] = [result.lines] if groups is None else collected_in_parts(
+            result.copy_bytes, COPY_PART_BYTES,
+            lambda slices, part: copy_text(groups, slices, part).collect()[0].lines or "")
         raw: Any = connection.connection  # psycopg2's, whose cursor is a context manager
         with raw.cursor() as cursor:
             cursor.execute(BATCH_TABLE)
@@ -99,23 +108,29 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
         rows = progress.read(lambda connection: connection.execute(COUNTED_PLACES, owner).all())
         return {(w, p): (offset, index) for w, p, offset, index in rows}
 
-    def summarize_batch(batch: DataFrame, _records: int) -> Summarized:
+    def summarize_batch(batch: DataFrame, records: int) -> Summarized:
         """The batch's groups (cached until its transaction is committed),
         its summary and the highest places after it. (The fence on offsets
         guarantees nobody else moved those places meanwhile: they move only
         with the offsets, in one transaction.)"""
         before = counted_places()
 
-        def summarized(thresholds: dict[Any, Any]) -> tuple[DataFrame, Row]:
-            groups = grouped(batch, window_seconds, thresholds).persist()
-            result = summary(groups).first()
+        def summarized(thresholds: dict[Any, Any]) -> tuple[DataFrame | None, Row]:
+            if records * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES:
+                # However long its words, its COPY text fits one part (a
+                # steady stream's batches): listed by the summary's own job.
+                groups, result = None, listed_summary(batch, window_seconds, thresholds).first()
+            else:
+                groups = grouped(batch, window_seconds, thresholds).persist()
+                result = summary(groups).first()
             assert result is not None  # an aggregate: one row
             return groups, result
 
         groups, result = summarized(before)
         per_run, after, repeats = run_thresholds(before, result.runs)
         if repeats:
-            groups.unpersist()
+            if groups is not None:
+                groups.unpersist()
             groups, result = summarized(per_run)
         return groups, result, {pair: place for pair, place in after.items() if before.get(pair) != place}
 
@@ -146,7 +161,9 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     place = place_value(line_place(F.col("partition"), F.col("offset"), F.lit(0), F.unix_millis("timestamp")),
                         F.lit(0))
     header = F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))
-    groups = grouped(kafka_records(spark, ["fox", "jumps"], F.array(header)), config.window_seconds, {}).persist()
+    words = kafka_records(spark, ["fox", "jumps"], F.array(header))
+    listed_summary(words, config.window_seconds, {}).first()
+    groups = grouped(words, config.window_seconds, {}).persist()
     summary(groups).first()
     copy_text(groups, 1, 0).collect()
     groups.unpersist()

@@ -188,6 +188,18 @@ def test_the_copy_text_comes_in_slices_that_hold_each_count_once(spark):
     assert len(parsed(whole.lines)) == whole.rows == 37 * 3
 
 
+def test_a_small_batchs_summary_lists_the_same_copy_text_itself(spark):
+    records = [record(f"w{n % 37}", T0 + n % 30, place=(n % 2, n, 0, 7, (T0 + n % 30) * 1000)) for n in range(500)]
+    records += [record(None, T0), record("overflow", T0, header_value=b"99999999999999999")]
+    whole = summary(spark, records, thresholds={(0, 0): (100, 0)})
+    frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
+    listed = topology.listed_summary(frame, 10, {(0, 0): (100, 0)}).first().asDict()
+    assert sorted(listed.pop("lines").split("\n")) == sorted(whole.lines.split("\n"))
+    assert sorted(listed.pop("runs")) == sorted(whole.runs)
+    assert listed == {key: value for key, value in vars(whole).items() if key not in ("lines", "parts", "runs")}
+    assert (whole.repeated, whole.bad_key, whole.bad_time) == (51, 1, 1)
+
+
 def test_counts_copied_in_parts_reach_postgres_whole(spark, database_url, monkeypatch):
     monkeypatch.setattr(aggregator, "COPY_PART_BYTES", 200)  # about 10 lines a part
     records = [record(f"w{n % 37}", T0 + n % 30, event_time=T0 + n % 30) for n in range(500)]

@@ -1,5 +1,7 @@
 """How the foreachBatch workers size their micro-batches (shared.batch_size)."""
 
+from services.aggregator.topology import MAX_COPY_LINE_BYTES
+from services.aggregator.worker import AGGREGATOR, COPY_PART_BYTES
 from shared.batch_size import BatchSize, cold_records
 
 
@@ -34,9 +36,16 @@ def test_one_record_over_the_budget_still_makes_batches_of_one():
     assert size.records == 1
 
 
-def test_a_cold_process_reads_a_200th_of_a_full_batch_first_unless_that_is_under_250_records():
-    assert cold_records(100_000) == 500  # the text processor's
-    assert cold_records(2_000_000) == 10_000  # the aggregator's
-    assert cold_records(50_000) == 250
+def test_a_cold_process_reads_a_250th_of_a_full_batch_first_unless_that_is_under_200_records():
+    assert cold_records(100_000) == 400  # the text processor's
+    assert cold_records(2_000_000) == 8_000  # the aggregator's
+    assert cold_records(50_000) == 200
     assert cold_records(49_999) is None  # small batches already: no run to spare
     assert cold_records(500) is None
+
+
+def test_the_aggregators_cold_first_batch_is_summarized_and_listed_in_one_spark_job():
+    """However long its words, its COPY text fits the one part a listed
+    summary holds: a second job is a cold JVM's first of its kind."""
+    first = cold_records(AGGREGATOR.batch_records)
+    assert first is not None and first * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES
