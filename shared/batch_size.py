@@ -6,7 +6,7 @@ Spark 4.2's Kafka source bounds a micro-batch by offsets alone
 workers measure each batch that went through, and when its bytes per record
 call for another number of records, the query run ends after that batch
 and the next run starts at once with the new number, from the stored
-offsets. A process's first batch is bounded by records alone, a 250th
+offsets. A process's first batch is bounded by records alone, a 200th
 of a full batch's (`cold_records`), and measured like any other; a batch
 of a few records only to measure them paid the first batch's fixed cost
 twice (docs/decisions/batch-bytes.md).
@@ -17,16 +17,14 @@ from pyspark.sql import functions as F
 
 from shared.logs import log
 
-# A process's first query run reads batches of a 250th of the full size and
+# A process's first query run reads batches of a 200th of the full size and
 # ends after its first: a cold JVM pays seconds for its first tasks (classes
 # generated and compiled, the Kafka clients' first connections) and reads
 # each of their records with code the JIT has not compiled yet, so a small
 # first batch commits progress sooner, and the next run reads full batches
 # on a warmer JVM. Full batches under 50,000 records gain nothing from it
-# (docs/decisions/cold-start.md). A 250th, not a 200th: the aggregator's
-# first batch then fits one Spark job (services.aggregator.worker's listed
-# summary); below that, the first batch's time no longer depends on its size.
-COLD_FRACTION = 250
+# (docs/decisions/cold-start.md).
+COLD_FRACTION = 200
 COLD_LEAST_RECORDS = 50_000 // COLD_FRACTION
 
 

@@ -58,10 +58,11 @@ Places = dict[tuple[int, int], tuple[int, int]]  # (partition, line partition) -
 # A batch's groups (None: its summary lists its COPY text), its summary, the places it moved.
 Summarized = tuple[DataFrame | None, Row, Places]
 
-# The COPY text is collected this much at a time (about 500,000 counts of
+# The COPY text is collected this much at a time (about 750,000 counts of
 # 20-letter words), so a batch of long distinct words cannot fill the
-# driver: 2,000,000 words of 2,000 bytes would be 8 GB of text.
-COPY_PART_BYTES = 32 << 20
+# driver: 2,000,000 words of 2,000 bytes would be 8 GB of text. Enough for
+# a cold first batch's, however long its words, to be listed by its summary.
+COPY_PART_BYTES = 48 << 20
 
 
 class CopySource:

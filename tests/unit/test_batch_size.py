@@ -36,10 +36,10 @@ def test_one_record_over_the_budget_still_makes_batches_of_one():
     assert size.records == 1
 
 
-def test_a_cold_process_reads_a_250th_of_a_full_batch_first_unless_that_is_under_200_records():
-    assert cold_records(100_000) == 400  # the text processor's
-    assert cold_records(2_000_000) == 8_000  # the aggregator's
-    assert cold_records(50_000) == 200
+def test_a_cold_process_reads_a_200th_of_a_full_batch_first_unless_that_is_under_250_records():
+    assert cold_records(100_000) == 500  # the text processor's
+    assert cold_records(2_000_000) == 10_000  # the aggregator's
+    assert cold_records(50_000) == 250
     assert cold_records(49_999) is None  # small batches already: no run to spare
     assert cold_records(500) is None
 
