@@ -141,19 +141,13 @@ class SparkCluster:
                 and (app_name is None or Path(process.info["cwd"]).parent.name in app_ids)]
 
     def executors_running_a_task(self, app_name: str) -> list[psutil.Process]:
-        """The executors of `app_name` that began a task they have not
-        finished, by their own logs (each writes stderr in its folder)."""
-        def running(executor: psutil.Process) -> bool:
-            log = (Path(executor.info["cwd"]) / "stderr").read_text(errors="replace")
-            return log.count("Executor: Running task") > log.count("Executor: Finished task")
-        return [executor for executor in self.executors(app_name) if running(executor)]
+        """The executors of `app_name` that began a task they have not finished."""
+        return [executor for executor in self.executors(app_name)
+                if (log := _log(executor)).count("Executor: Running task") > log.count("Executor: Finished task")]
 
     def registered_executors(self, app_name: str) -> int:
-        """How many executors of the running application `app_name` told
-        their driver they are there (each writes its own stderr)."""
-        app_ids = {app["id"] for app in self.running_apps() if app["name"] == app_name}
-        return sum("Successfully registered with driver" in path.read_text(errors="replace")
-                   for app_id in app_ids for path in self.folder.glob(f"work-*/{app_id}/*/stderr"))
+        """How many executors of `app_name` told their driver they are there."""
+        return sum("Successfully registered with driver" in _log(executor) for executor in self.executors(app_name))
 
     def logs(self) -> str:
         """Everything the daemons and their executors wrote."""
@@ -169,3 +163,8 @@ class SparkCluster:
                 terminate(process)
         for executor in self.executors():  # orphans of a worker that died first
             executor.kill()
+
+
+def _log(executor: psutil.Process) -> str:
+    """What an executor wrote: its stderr, in the folder it runs in."""
+    return (Path(executor.info["cwd"]) / "stderr").read_text(errors="replace")
