@@ -178,7 +178,10 @@ class KafkaBroker:
             "log4j.appender.file=org.apache.log4j.FileAppender\n"
             f"log4j.appender.file.File={self.folder / 'broker.log'}\n"
             "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
-            "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+            "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            # Each join, rebalance and assignment of a group: what a failed
+            # test's report shows of its groups (group_events).
+            "log4j.logger.kafka.coordinator.group.GroupCoordinator=INFO\n")
         if not (self.folder / "data" / "meta.properties").exists():  # else a restart: keep the data
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             # `=`: a base64 id may begin with "-", which would read as an option.
@@ -234,6 +237,13 @@ class KafkaBroker:
                 granted = ACLFilter(CLIENT_PRINCIPAL, "*", ACLOperation.ANY, ACLPermissionType.ALLOW,
                                     ResourcePatternFilter(ResourceType.ANY, prefix, ACLResourcePatternType.PREFIXED))
                 wait_until(lambda: len(admin.describe_acls(granted)[0]) >= len(acls), 30, f"the ACLs of {prefix}")
+
+    def group_events(self, prefix: str) -> list[str]:
+        """The coordinator's lines on the groups of `prefix`: joins,
+        rebalances, assignments, members that left or expired."""
+        log = self.folder / "broker.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return [line for line in text.splitlines() if f"group {prefix}" in line or f"groupInstanceId={prefix}" in line]
 
     def stop(self):
         terminate(self.process)

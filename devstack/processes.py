@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from devstack.local_stack import ROOT
+from devstack.local_stack import ROOT, wait_until
 
 
 class Worker:
@@ -21,6 +21,7 @@ class Worker:
 
     def __init__(self, module: str, env: dict, log_path: Path | str, command: list[str] | None = None):
         self.log_path = log_path
+        self.command = command
         self._log = open(log_path, "w")
         self.process = subprocess.Popen(command or [sys.executable, "-m", module], cwd=ROOT, env=env,
                                         stdout=self._log, stderr=subprocess.STDOUT,
@@ -37,6 +38,25 @@ class Worker:
 
     def signal(self, signum: int) -> None:
         os.killpg(self.process.pid, signum)
+
+    def thread_stacks(self, timeout: float = 5) -> str:
+        """Every Python thread's stack, as the worker prints it on SIGUSR1
+        (shared.worker.runner): what a worker that went quiet waits on.
+        "" if it is not a running `python -m` worker (SIGUSR1 would end a JVM)."""
+        if self.command is not None or self.process.poll() is not None:
+            return ""
+        before = len(self.output())
+        os.kill(self.process.pid, signal.SIGUSR1)  # Python's only, not its JVM's group
+        seen: list[str] = []
+
+        def dumped() -> bool:  # the dump appeared and stopped growing
+            seen.append(self.output()[before:])
+            return "most recent call first" in seen[-1] and len(seen) > 1 and seen[-1] == seen[-2]
+        try:
+            wait_until(dumped, timeout, "the worker's thread stacks")
+        except TimeoutError:
+            pass  # what it printed, if anything
+        return seen[-1]
 
     def wait(self, timeout: float) -> int:
         try:

@@ -54,14 +54,22 @@ LOG_TAIL_LINES = 40
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed test that started workers reports the end of each one's log,
-    so a failure in CI, where nothing else survives, says what they did."""
+    the thread stacks of those still running, and the broker's lines on the
+    test's groups: a failure in CI, where nothing else survives, says what
+    they did and where they wait."""
     outcome = yield
     report = outcome.get_result()
-    processes = getattr(item, "funcargs", {}).get("workers")
+    funcargs = getattr(item, "funcargs", {})
+    processes = funcargs.get("workers")
     if report.failed and isinstance(processes, WorkerProcesses):
         for worker in processes.started:
             tail = worker.output().splitlines()[-LOG_TAIL_LINES:]
             report.sections.append((f"log of {Path(worker.log_path).name}", "\n".join(tail)))
+            if stacks := worker.thread_stacks():  # one still running: where it waits
+                report.sections.append((f"threads of {Path(worker.log_path).name}", stacks))
+        if isinstance(funcargs.get("stack"), LocalStack) and "prefix" in funcargs:
+            events = funcargs["stack"].broker.group_events(funcargs["prefix"])[-LOG_TAIL_LINES:]
+            report.sections.append(("the broker on the test's groups", "\n".join(events)))
 
 
 @pytest.fixture(scope="session")

@@ -48,6 +48,9 @@ from shared.config import KafkaConfig
 from shared.logs import log
 from shared.offsets import LATEST, Offsets, Ranges
 from shared.outages import kafka_outage
+from shared.worker import kafka_join
+
+kafka_join.install()  # before any consumer joins a group
 
 # Above the longest graceful stop of a query (shared.worker.query_run):
 # handing partitions over waits for the running batch, and the member must

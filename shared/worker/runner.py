@@ -7,6 +7,7 @@ instead of waiting out its session. `Supervisor.run` is the main loop: one
 query run after another, each step chosen by shared.worker.lifecycle.
 """
 
+import faulthandler
 import signal
 import tempfile
 import threading
@@ -40,6 +41,9 @@ from shared.worker.spec import Context, Worker
 
 def run(worker: Worker) -> None:
     """Run `worker` until SIGTERM or SIGINT; then exit 0."""
+    # `kill -USR1 <pid>` (heroku ps:exec) prints every thread's stack to
+    # stderr: what a worker that logs nothing is waiting on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = config_module.load(needs_database=worker.progress == "postgres")
     check_tls(config.kafka)
     # The JVM is started with SIGTERM ignored (the disposition is inherited),
