@@ -1,13 +1,14 @@
 """A group join that finishes between two polls keeps its assignment.
 
-kafka-python 3.0.12 (pinned) runs a join (JoinGroup, then SyncGroup) as a task on its IO
-thread, and `poll` waits for it at most its timeout. When the task finishes
-while no poll waits for it, the next poll sees it done and sends a new
-JoinGroup instead of taking its result: the assignment is dropped. A leader's
-new JoinGroup starts another rebalance, which again may finish between polls,
-so a copy can stay without partitions for good while the others work. The
-Java consumer takes a finished join's result at its next poll
-(AbstractCoordinator.joinGroupIfNeeded); `install` makes kafka-python do so.
+kafka-python 3.0.12 (pinned) runs a join (JoinGroup, then SyncGroup) as a
+task on its IO thread, and `poll` waits for it at most its timeout. When the
+task finishes while no poll waits for it, the next poll sees it done and
+sends a new JoinGroup instead of taking its result: the assignment is
+dropped. A leader's new JoinGroup starts another rebalance, which again may
+finish between polls: a copy can go without partitions, rebalance after
+rebalance, while the others work. The Java consumer takes a finished join's
+result at its next poll (AbstractCoordinator.joinGroupIfNeeded); `install`
+makes kafka-python do so.
 
 Remove this module once kafka-python takes a finished join's result itself:
 tests/integration/test_group_join.py shows whether it does.
