@@ -169,23 +169,21 @@ def _group_aggregations() -> list[Column]:
             F.grouping("run").alias("is_count")]
 
 
-def summary(groups: DataFrame, listed: bool = False) -> DataFrame:
+def summary(groups: DataFrame) -> DataFrame:
     """The batch in one row: `rows` and `counted` (the counts to store and the
     words they hold), `copy_bytes` (the size of their COPY text), `repeated`,
     `bad_time` and `bad_key` (the records skipped for each reason), and
-    `runs` (each run's group). With `listed`, the COPY text itself too
-    (`lines`), for a batch known to be small: one Spark job instead of a
-    summary and a part."""
-    lines = F.string_agg(F.when(_is_word(), _copy_line()), "\n").alias("lines")
-    return groups.agg(*_summary_columns(), *([lines] if listed else []))
+    `runs` (each run's group)."""
+    return groups.agg(*_summary_columns())
 
 
 def listed_summary(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
-    """The summary of a batch of words known to be small, its COPY text
-    listed: one Spark job, nothing cached. (Not in one task, as the anomaly
-    detector's: the grouping sets' Expand hides a single partition from
-    the planner, which shuffles anyway.)"""
-    return summary(grouped(words, window_seconds, thresholds), listed=True)
+    """The summary of a batch of words known to be small, and its COPY text
+    itself (`lines`): one Spark job, nothing cached. (Not in one task, as the
+    anomaly detector's: the grouping sets' Expand hides a single partition
+    from the planner, which shuffles anyway.)"""
+    lines = F.string_agg(F.when(_is_word(), _copy_line()), "\n").alias("lines")
+    return grouped(words, window_seconds, thresholds).agg(*_summary_columns(), lines)
 
 
 @functools.cache

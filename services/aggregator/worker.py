@@ -110,8 +110,9 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
         return {(w, p): (offset, index) for w, p, offset, index in rows}
 
     def summarize_batch(batch: DataFrame, records: int) -> Summarized:
-        """The batch's groups (cached until its transaction is committed),
-        its summary and the highest places after it. (The fence on offsets
+        """The batch's groups (cached until its transaction is committed;
+        None for a small batch, whose summary lists its COPY text), its
+        summary and the highest places after it. (The fence on offsets
         guarantees nobody else moved those places meanwhile: they move only
         with the offsets, in one transaction.)"""
         before = counted_places()

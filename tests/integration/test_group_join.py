@@ -13,8 +13,10 @@ def test_a_join_that_finishes_between_two_polls_gives_its_partitions_at_the_next
     kafka = load({**stack.environment(prefix), "DYNO": "text_processor_worker.1"}).kafka
     member = GroupMember(kafka, "text-processor", "textlines", threading.Event())
     try:
-        # A poll of 0 s waits for nothing: the join it sends can only finish between two polls.
-        wait_until(lambda: member.poll(0) or member.partitions, 30, "the partitions")
+        def polled() -> tuple[int, ...] | None:
+            member.poll(0)  # waits for nothing: the join it sends can only finish between two polls
+            return member.partitions
+        wait_until(polled, 30, "the partitions")
         assert member.partitions == (0, 1)
         stabilized = [line for line in stack.broker.group_events(prefix) if "Stabilized group" in line]
         assert len(stabilized) == 1, stabilized
