@@ -19,16 +19,24 @@ class Worker:
     """`python -m module` (or another command) in its own process group (so
     a signal reaches its JVM too, as on Heroku), its output in `log_path`."""
 
-    def __init__(self, module: str, env: dict, log_path: Path | str, command: list[str] | None = None):
+    def __init__(self, module: str, env: dict, log_path: Path | str, command: list[str] | None = None,
+                 group_log_path: Path | str | None = None):
         self.log_path = log_path
         self.command = command
+        self.group_log_path = group_log_path  # kafka-python's group lines (devstack.group_log), if kept
         self._log = open(log_path, "w")
-        self.process = subprocess.Popen(command or [sys.executable, "-m", module], cwd=ROOT, env=env,
+        python_m = [sys.executable, "-m", *(("devstack.group_log", str(group_log_path)) if group_log_path else ()),
+                    module]
+        self.process = subprocess.Popen(command or python_m, cwd=ROOT, env=env,
                                         stdout=self._log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
 
     def output(self) -> str:
         return Path(self.log_path).read_text(errors="replace")
+
+    def group_log(self) -> str:
+        path = Path(self.group_log_path or "")
+        return path.read_text(errors="replace") if self.group_log_path and path.exists() else ""
 
     def log_lines(self, event: str) -> list[dict[str, str]]:
         """The worker's key=value lines of one event, as dicts."""
@@ -83,9 +91,11 @@ class WorkerProcesses:
         self.started: list[Worker] = []
 
     def start(self, module: str, command: list[str] | None = None, **extra_env: str) -> Worker:
-        """`python -m module`, or `command` that runs it."""
-        name = f"{module.rsplit('.', 1)[-1]}-{len(self.started)}.log"
-        worker = Worker(module, {**self.env, **extra_env}, self.folder / name, command)
+        """`python -m module` (with kafka-python's group lines kept), or
+        `command` that runs it."""
+        name = f"{module.rsplit('.', 1)[-1]}-{len(self.started)}"
+        worker = Worker(module, {**self.env, **extra_env}, self.folder / f"{name}.log", command,
+                        group_log_path=self.folder / f"{name}.kafka-group.log")
         self.started.append(worker)
         return worker
 

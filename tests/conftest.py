@@ -3,6 +3,7 @@ Heroku-like: TLS with client certificates and prefix ACLs) starts once per
 test session, when a test first asks for it. Each test gets its own topic
 prefix, so tests never share data."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -49,27 +50,40 @@ def pytest_collection_modifyitems(items):
 
 
 LOG_TAIL_LINES = 40
+GROUP_TAIL_LINES = 20
+# The tests' own Kafka clients: their warnings and errors (a slow IO-loop task, a
+# broker still starting) would crowd a failed test's report ahead of the workers' lines.
+logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failed test that started workers reports the end of each one's log,
-    the thread stacks of those still running, and the broker's lines on the
-    test's groups: a failure in CI, where nothing else survives, says what
-    they did and where they wait."""
+    """A failed test that started workers reports, most telling first (CI
+    keeps the head of a long report): the broker's lines on the test's
+    groups, then for each worker kafka-python's group lines, the end of its
+    log and, if it still runs, its main thread's stack and the others'."""
     outcome = yield
     report = outcome.get_result()
     funcargs = getattr(item, "funcargs", {})
     processes = funcargs.get("workers")
     if report.failed and isinstance(processes, WorkerProcesses):
-        for worker in processes.started:
-            tail = worker.output().splitlines()[-LOG_TAIL_LINES:]
-            report.sections.append((f"log of {Path(worker.log_path).name}", "\n".join(tail)))
-            if stacks := worker.thread_stacks():  # one still running: where it waits
-                report.sections.append((f"threads of {Path(worker.log_path).name}", stacks))
         if isinstance(funcargs.get("stack"), LocalStack) and "prefix" in funcargs:
-            events = funcargs["stack"].broker.group_events(funcargs["prefix"])[-LOG_TAIL_LINES:]
+            events = funcargs["stack"].broker.group_events(funcargs["prefix"])[-GROUP_TAIL_LINES:]
             report.sections.append(("the broker on the test's groups", "\n".join(events)))
+        for worker in processes.started:
+            name = Path(worker.log_path).name
+            if group_lines := worker.group_log().splitlines()[-GROUP_TAIL_LINES:]:
+                report.sections.append((f"kafka-python's group lines of {name}", "\n".join(group_lines)))
+            tail = worker.output().splitlines()[-LOG_TAIL_LINES:]
+            report.sections.append((f"log of {name}", "\n".join(tail)))
+            if stacks := worker.thread_stacks():  # one still running: where it waits
+                report.sections.append((f"threads of {name}", main_thread_first(stacks)))
+
+
+def main_thread_first(stacks: str) -> str:
+    """faulthandler's dump lists the main thread last; it is the one to read."""
+    threads = stacks.strip().split("\n\n")
+    return "\n\n".join(sorted(threads, key=lambda thread: "in <module>" not in thread))
 
 
 @pytest.fixture(scope="session")

@@ -1,24 +1,48 @@
 """A copy's group member against a real broker: a join that finishes while
 no poll waits for it gives its partitions at the next poll
-(shared.worker.kafka_join), in the one rebalance it took."""
+(shared.worker.kafka_join), whether the member asked for it or new
+metadata did."""
 
 import threading
+import uuid
 
 from devstack.local_stack import wait_until
 from shared.config import load
 from shared.worker.group_member import GroupMember
 
 
+def poll_at_once(member: GroupMember) -> tuple[int, ...] | None:
+    member.poll(0)  # waits for nothing: a join it sends can only finish between two polls
+    return member.partitions
+
+
 def test_a_join_that_finishes_between_two_polls_gives_its_partitions_at_the_next(stack, prefix):
     kafka = load({**stack.environment(prefix), "DYNO": "text_processor_worker.1"}).kafka
     member = GroupMember(kafka, "text-processor", "textlines", threading.Event())
     try:
-        def polled() -> tuple[int, ...] | None:
-            member.poll(0)  # waits for nothing: the join it sends can only finish between two polls
-            return member.partitions
-        wait_until(polled, 30, "the partitions")
+        wait_until(lambda: poll_at_once(member), 30, "the partitions")
         assert member.partitions == (0, 1)
         stabilized = [line for line in stack.broker.group_events(prefix) if "Stabilized group" in line]
         assert len(stabilized) == 1, stabilized
+    finally:
+        member.close()
+
+
+def test_a_rejoin_for_new_metadata_that_finishes_between_two_polls_gives_its_partitions(stack):
+    prefix = f"t{uuid.uuid4().hex[:8]}."  # its topic is created below, after the first join
+    member = GroupMember(load(stack.environment(prefix)).kafka, "text-processor", "textlines", threading.Event())
+    assignments = lambda: [line for line in stack.broker.group_events(prefix)  # noqa: E731
+                           if "Assignment received from leader" in line]
+    try:
+        # The first join knows no partition of the topic: its leader assigns none.
+        wait_until(lambda: poll_at_once(member) == (), 30, "the first join's empty assignment")
+        stack.broker.create_topics(prefix, partitions=2)
+        # The metadata with the topic's partitions asks for a rejoin: the
+        # poll that revokes the empty assignment sends its JoinGroup.
+        wait_until(lambda: poll_at_once(member) is None, 30, "the rejoin")
+        wait_until(lambda: len(assignments()) == 2, 30, "the rejoin done at the broker, no poll waiting for it")
+        wait_until(lambda: poll_at_once(member), 10, "the partitions")
+        assert member.partitions == (0, 1)
+        assert len(assignments()) == 2  # taken, not joined again
     finally:
         member.close()
