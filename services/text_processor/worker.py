@@ -24,9 +24,10 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     words(kafka_records(spark, ["The quick brown fox", "jumps over"]), run=0).collect()
 
 
-# Its young generation twice the others': on a backlog it allocates about a
-# gigabyte a second (each word's record goes through Spark's Kafka sink and
-# the producer), and with 64 MB a sixth of its time went to young
-# collections (docs/decisions/memory.md, "The text processor's young generation").
+# Its young generation four times the others': on a backlog it allocates
+# about a gigabyte a second (each word's record goes through Spark's Kafka
+# sink and the producer); with 64 MB a sixth of its time went to young
+# collections, and 256 MB read a tenth faster than 128 (docs/decisions/memory.md,
+# "The text processor's young generation").
 TEXT_PROCESSOR = Worker(name="text-processor", topic="textlines", batch_records=100_000, start_query=start_query,
-                        warm_up=warm_up, young_generation_mb=128)
+                        warm_up=warm_up, young_generation_mb=256)
