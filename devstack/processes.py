@@ -25,18 +25,18 @@ class Worker:
         self.command = command
         self.group_log_path = group_log_path  # kafka-python's group lines (devstack.group_log), if kept
         self._log = open(log_path, "w")
-        python_m = [sys.executable, "-m", *(("devstack.group_log", str(group_log_path)) if group_log_path else ()),
-                    module]
-        self.process = subprocess.Popen(command or python_m, cwd=ROOT, env=env,
-                                        stdout=self._log, stderr=subprocess.STDOUT,
+        keeping_group_log = ["devstack.group_log", str(group_log_path)] if group_log_path else []
+        self.process = subprocess.Popen(command or [sys.executable, "-m", *keeping_group_log, module],
+                                        cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
 
     def output(self) -> str:
         return Path(self.log_path).read_text(errors="replace")
 
     def group_log(self) -> str:
-        path = Path(self.group_log_path or "")
-        return path.read_text(errors="replace") if self.group_log_path and path.exists() else ""
+        """kafka-python's group lines; "" if none were kept."""
+        path = Path(self.group_log_path) if self.group_log_path else None
+        return path.read_text(errors="replace") if path and path.exists() else ""
 
     def log_lines(self, event: str) -> list[dict[str, str]]:
         """The worker's key=value lines of one event, as dicts."""
