@@ -27,7 +27,7 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 # Its young generation four times the others': on a backlog it allocates
 # about a gigabyte a second (each word's record goes through Spark's Kafka
 # sink and the producer); with 64 MB a sixth of its time went to young
-# collections, and 256 MB read a tenth faster than 128 (docs/decisions/memory.md,
-# "The text processor's young generation").
+# collections, and with 256 MB its batches ran 5 to 10 % faster than with
+# 128 (docs/decisions/memory.md, "The text processor's young generation").
 TEXT_PROCESSOR = Worker(name="text-processor", topic="textlines", batch_records=100_000, start_query=start_query,
                         warm_up=warm_up, young_generation_mb=256)

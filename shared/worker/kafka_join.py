@@ -8,10 +8,11 @@ flaws lose a join that finishes while no poll waits for it:
   taking its result: the assignment is dropped, and a leader's new
   JoinGroup starts another rebalance;
 - a poll joins only while `need_rejoin()`, and a rejoin that new metadata
-  or a new subscription asked for stops being needed once the join has
-  sent them: the leader's first join often assigns nothing (its metadata
-  comes after), and when the rejoin that follows finishes between polls,
-  no poll takes it. The copy waits without partitions for good.
+  or a new subscription asked for stops being needed as soon as the
+  running join has recorded them: the leader's first join often assigns
+  nothing (its metadata comes after), and when the rejoin that follows
+  finishes between polls, no poll takes it. The copy waits without
+  partitions for good.
 
 The Java consumer joins while a rejoin is needed *or a join is pending*,
 and takes a finished join's result at its next poll
