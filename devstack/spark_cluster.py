@@ -166,5 +166,7 @@ class SparkCluster:
 
 
 def _log(executor: psutil.Process) -> str:
-    """What an executor wrote: its stderr, in the folder it runs in."""
-    return (Path(executor.info["cwd"]) / "stderr").read_text(errors="replace")
+    """What an executor wrote: its stderr, in the folder it runs in ("" in
+    the moment after it started, before its worker created the file)."""
+    stderr = Path(executor.info["cwd"]) / "stderr"
+    return stderr.read_text(errors="replace") if stderr.exists() else ""
