@@ -23,7 +23,8 @@ class Worker:
                  group_log_path: Path | str | None = None):
         self.log_path = log_path
         self.command = command
-        self.group_log_path = group_log_path  # kafka-python's group lines (devstack.group_log), if kept
+        # kafka-python's group lines (devstack.group_log), if kept
+        self.group_log_path = Path(group_log_path) if group_log_path else None
         self._log = open(log_path, "w")
         keeping_group_log = ["devstack.group_log", str(group_log_path)] if group_log_path else []
         self.process = subprocess.Popen(command or [sys.executable, "-m", *keeping_group_log, module],
@@ -35,7 +36,7 @@ class Worker:
 
     def group_log(self) -> str:
         """kafka-python's group lines; "" if none were kept."""
-        path = Path(self.group_log_path) if self.group_log_path else None
+        path = self.group_log_path
         return path.read_text(errors="replace") if path and path.exists() else ""
 
     def log_lines(self, event: str) -> list[dict[str, str]]:

@@ -31,8 +31,9 @@ def test_a_join_that_finishes_between_two_polls_gives_its_partitions_at_the_next
 def test_a_rejoin_for_new_metadata_that_finishes_between_two_polls_gives_its_partitions(stack):
     prefix = f"t{uuid.uuid4().hex[:8]}."  # its topic is created below, after the first join
     member = GroupMember(load(stack.environment(prefix)).kafka, "text-processor", "textlines", threading.Event())
-    assignments = lambda: [line for line in stack.broker.group_events(prefix)  # noqa: E731
-                           if "Assignment received from leader" in line]
+
+    def assignments() -> list[str]:
+        return [line for line in stack.broker.group_events(prefix) if "Assignment received from leader" in line]
     try:
         # The first join knows no partition of the topic: its leader assigns none.
         wait_until(lambda: poll_at_once(member) == (), 30, "the first join's empty assignment")
