@@ -42,6 +42,13 @@ jars/kafka-broker/.fetched: jvm/kafka-broker/pom.xml jvm/settings.xml
 		-DoutputDirectory=$(CURDIR)/jars/kafka-broker
 	touch $@
 
+# Kafka Streams and its topologies' jars, for `make bench`'s peer only.
+jars/kafka-streams-peers/.fetched: jvm/kafka-streams-peers/pom.xml jvm/settings.xml
+	rm -rf jars/kafka-streams-peers
+	$(MVN) -f jvm/kafka-streams-peers/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/jars/kafka-streams-peers
+	touch $@
+
 slug: $(SLUG)/.built
 
 $(SLUG)/.built: $(VENV)/.installed requirements.txt system.properties .slugignore jvm/spark-connector.lock \
@@ -73,7 +80,7 @@ run: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m devstack.local_stack -- honcho -f Procfile.local start
 
 # On the slug's Spark and Java runtime, with its class-data archive, as a dyno runs.
-bench: setup slug
+bench: setup slug jars/kafka-streams-peers/.fetched
 	$(ON_SLUG) $(PY) -m benchmarks
 
 clean:

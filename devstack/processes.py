@@ -110,8 +110,8 @@ class WorkerProcesses:
 class MeasuredWorker(Worker):
     """A worker whose Python and JVM are sampled for RSS and CPU time."""
 
-    def __init__(self, module: str, env: dict, log_path: Path | str):
-        super().__init__(module, {**os.environ, **env}, log_path)
+    def __init__(self, module: str, env: dict, log_path: Path | str, command: list[str] | None = None):
+        super().__init__(module, {**os.environ, **env}, log_path, command)
         self.peak_rss = 0
         self.peak_rss_by_program: dict[str, int] = {}  # "python" / "java": the largest each reached
         self.cpu_s = 0.0  # user + system seconds of Python and its JVM, at the last sample
