@@ -69,10 +69,15 @@ def timed_drain(start: Callable[[], MeasuredWorker], progress: Callable[[], int]
     committed `progress` and to all of it, its rates and peak RSS."""
     began = time.monotonic()
     process = start()
-    wait_until(lambda: progress() > 0, 600, "the first committed progress")
+
+    def reached(records: int) -> bool:
+        assert process.process.poll() is None, f"the process ended: see {process.log_path}"
+        return progress() >= records
+
+    wait_until(lambda: reached(1), 600, "the first committed progress")
     first_s = time.monotonic() - began
     at_first = progress()
-    wait_until(lambda: progress() >= total, 1200, "the backlog drained")
+    wait_until(lambda: reached(total), 1200, "the backlog drained")
     drained_s = time.monotonic() - began
     process.stop()
     return {"first_commit_s": first_s, "drained_s": drained_s, "per_s": total / drained_s,

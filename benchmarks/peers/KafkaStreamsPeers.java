@@ -57,6 +57,11 @@ public final class KafkaStreamsPeers {
         config.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
         config.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 1000);
         KafkaStreams streams = new KafkaStreams(builder.build(), config);
+        streams.setUncaughtExceptionHandler(error -> {  // a failed peer ends: the benchmark sees it
+            error.printStackTrace();
+            Runtime.getRuntime().halt(1);
+            return null;
+        });
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             streams.close(Duration.ofSeconds(30));
@@ -83,6 +88,13 @@ public final class KafkaStreamsPeers {
 
     /** words -> counts per word per 10-second window -> Postgres, one upsert a count emitted. */
     static void aggregator(StreamsBuilder builder, String prefix, String jdbcUrl) {
+        try (Connection connection = DriverManager.getConnection(jdbcUrl)) {  // once: two at once can collide
+            connection.createStatement().execute(
+                "CREATE TABLE IF NOT EXISTS kafka_streams_counts (word text, window_start timestamptz, "
+                + "count bigint NOT NULL, PRIMARY KEY (word, window_start))");
+        } catch (SQLException e) {
+            throw new IllegalStateException(e);
+        }
         ThreadLocal<PreparedStatement> upserts = ThreadLocal.withInitial(() -> upsert(jdbcUrl));
         builder.stream(prefix + "words", Consumed.with(Serdes.String(), Serdes.String()))
             .groupByKey()
@@ -104,11 +116,7 @@ public final class KafkaStreamsPeers {
 
     static PreparedStatement upsert(String jdbcUrl) {
         try {
-            Connection connection = DriverManager.getConnection(jdbcUrl);
-            connection.createStatement().execute(
-                "CREATE TABLE IF NOT EXISTS kafka_streams_counts (word text, window_start timestamptz, "
-                + "count bigint NOT NULL, PRIMARY KEY (word, window_start))");
-            return connection.prepareStatement(
+            return DriverManager.getConnection(jdbcUrl).prepareStatement(
                 "INSERT INTO kafka_streams_counts (word, window_start, count) VALUES (?, ?, ?) "
                 + "ON CONFLICT (word, window_start) DO UPDATE SET count = excluded.count");
         } catch (SQLException e) {
