@@ -7,7 +7,7 @@ new group's first join 3 s (as Kafka does).
 
 Backlogs (BENCH_COLD_SCALE multiplies them): 400,000 text lines of up to
 100 characters, 2,000,000 words, 800,000 log lines at 5 % failures.
-Kafka Streams' column of docs/benchmarks.md ran the same backlogs.
+kafka_streams_cold_start runs Kafka Streams on the same backlogs.
 """
 
 import os
