@@ -5,7 +5,7 @@ directory, a new application id) on fresh topics of 4 partitions; from the
 process's start, the seconds to its group's first committed offsets and to
 all of them, and the rates overall and after the first commit.
 
-Kafka Streams 3.7 (jvm/kafka-streams-peers/pom.xml) on the machine's own JDK
+Kafka Streams 3.7.2 (jvm/kafka-streams-peers/pom.xml) on the machine's own JDK
 (`javac` and `java` from PATH), a 512 MB heap, two stream threads, at least
 once. Median of cold_start's RUNS.
 """
@@ -63,10 +63,10 @@ def peer_run(stack, folder: str, classes: Path, name: str, count: int, records, 
         source = sum(committed_offsets(stack, application, topic).values())
         if source < total:
             return source
-        repartition = [name for name in stack.broker.admin().list_topics()
-                       if name.startswith(application) and name.endswith("-repartition")]
-        behind = any(sum(committed_offsets(stack, application, name).values())
-                     < sum(end_offsets(stack, name).values()) for name in repartition)
+        repartition = [internal for internal in stack.broker.admin().list_topics()
+                       if internal.startswith(application) and internal.endswith("-repartition")]
+        behind = any(sum(committed_offsets(stack, application, internal).values())
+                     < sum(end_offsets(stack, internal).values()) for internal in repartition)
         return total - 1 if behind else total
 
     return cold_start.timed_drain(lambda: MeasuredWorker("", env, f"{folder}/{prefix}log", command), progress, total)
