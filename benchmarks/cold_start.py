@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 from benchmarks import aggregator, anomaly_detector, text_processor
 from benchmarks.harness import local_stack, migrated_engine, report, spark_preload, stored_offsets
@@ -35,23 +36,26 @@ BACKLOGS = {  # worker: (records, how the preload makes them)
 
 
 def main() -> None:
-    names = os.environ.get("BENCH_COLD_WORKERS", ",".join(BACKLOGS)).split(",")
     with local_stack(group_join_delay_ms=3000) as stack, tempfile.TemporaryDirectory() as folder:
         engine = migrated_engine(stack)
-        for name in names:
-            worker = WORKERS[name]
-            count, records = int(BACKLOGS[name][0] * SCALE), BACKLOGS[name][1]
-            runs = [cold_run(stack, engine, folder, worker, count, records, f"cold-{name}-{run}.")
-                    for run in range(RUNS)]
-            report("cold_start", worker=name, records=count, runs=RUNS,
-                   **{f"{key}_median": statistics.median(run[key] for run in runs) for key in runs[0]},
-                   first_commit_s_max=max(run["first_commit_s"] for run in runs))
+        report_each_backlog("cold_start", "cold", lambda worker, count, records, prefix: cold_run(
+            stack, engine, folder, worker, count, records, prefix))
+
+
+def report_each_backlog(case: str, prefix: str, run: Callable[[Worker, int, Any, str], dict[str, float]]) -> None:
+    """For each worker BENCH_COLD_WORKERS names (all by default), RUNS runs
+    of `run(worker, count, records, topic prefix)` on its backlog, reported
+    as medians."""
+    for name in os.environ.get("BENCH_COLD_WORKERS", ",".join(BACKLOGS)).split(","):
+        count, records = int(BACKLOGS[name][0] * SCALE), BACKLOGS[name][1]
+        runs = [run(WORKERS[name], count, records, f"{prefix}-{name}-{n}.") for n in range(RUNS)]
+        report(case, worker=name, records=count, runs=RUNS,
+               **{f"{key}_median": statistics.median(run[key] for run in runs) for key in runs[0]},
+               first_commit_s_max=max(run["first_commit_s"] for run in runs))
 
 
 def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, prefix: str) -> dict[str, float]:
-    stack.broker.create_topics(prefix, partitions=PARTITIONS)
-    topic = prefix + worker.topic
-    spark_preload(stack, topic, records, count)
+    topic, total = backlog(stack, prefix, worker, records, count)
     group = f"{prefix}{worker.name}-app"
 
     def progress() -> int:
@@ -59,9 +63,17 @@ def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, pr
             return int(stored_offsets(engine, group) or 0)
         return sum(committed_offsets(stack, group, topic).values())
 
-    total = sum(end_offsets(stack, topic).values())
     return timed_drain(lambda: MeasuredWorker(worker.module, stack.environment(prefix), f"{folder}/{prefix}log"),
                        progress, total)
+
+
+def backlog(stack, prefix: str, worker: Worker, records, count: int) -> tuple[str, int]:
+    """Fresh topics of PARTITIONS partitions, `count` records preloaded on
+    the worker's input; that topic's name and its records."""
+    stack.broker.create_topics(prefix, partitions=PARTITIONS)
+    topic = prefix + worker.topic
+    spark_preload(stack, topic, records, count)
+    return topic, sum(end_offsets(stack, topic).values())
 
 
 def timed_drain(start: Callable[[], MeasuredWorker], progress: Callable[[], int], total: int) -> dict[str, float]:
