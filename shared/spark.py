@@ -54,6 +54,12 @@ JVM_MEMORY_OPTIONS = ("-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterv
 INITIAL_OLD_GENERATION_MB = 64
 # Unless a worker asks for more (shared.worker.spec.Worker.young_generation_mb).
 YOUNG_GENERATION_MB = 64
+# The JIT without C2, its optimizing compiler, for a worker that asks
+# (shared.worker.spec.Worker.optimizing_jit): every method compiled by C1
+# alone, at once and without profiling. C2 makes the fastest code once warm,
+# but on 2 cores it compiled beside a cold start's first batches for their
+# whole length (docs/decisions/jit.md).
+C1_ONLY = "-XX:TieredStopAtLevel=1"
 # What Spark's status store keeps of past jobs, stages and SQL executions
 # (1,000 of each by default), kept with the UI off too: a micro-batch adds
 # to each, so a driver's live heap grew for as long as it ran.
@@ -77,7 +83,7 @@ def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_ME
 
 
 def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
-            young_generation_mb: int = YOUNG_GENERATION_MB) -> SparkSession:
+            young_generation_mb: int = YOUNG_GENERATION_MB, optimizing_jit: bool = True) -> SparkSession:
     """The process's SparkSession. With `kafka` the JVM starts with the
     variables its ``spark_kafka_options()`` name. After the session was
     stopped, a new one in the same JVM."""
@@ -86,7 +92,7 @@ def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig
     if kafka is not None:
         os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     config = config or SparkConfig()
-    options, secrets = spark_options(app_name, config, young_generation_mb), {}
+    options, secrets = spark_options(app_name, config, young_generation_mb, optimizing_jit), {}
     if config.on_cluster:
         options.update(cluster_options(config))
         secrets = cluster_secrets(config, kafka)
@@ -125,7 +131,8 @@ def driver_class_path(connector_jars: list[str]) -> list[str]:
             *(os.path.relpath(jar) for jar in connector_jars)]
 
 
-def spark_options(app_name: str, config: SparkConfig, young_generation_mb: int = YOUNG_GENERATION_MB) -> dict[str, str]:
+def spark_options(app_name: str, config: SparkConfig, young_generation_mb: int = YOUNG_GENERATION_MB,
+                  optimizing_jit: bool = True) -> dict[str, str]:
     """Every worker's Spark configuration, on a dyno or a cluster."""
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
@@ -144,6 +151,7 @@ def spark_options(app_name: str, config: SparkConfig, young_generation_mb: int =
             *JVM_MEMORY_OPTIONS,
             f"-Xms{young_generation_mb + INITIAL_OLD_GENERATION_MB}m",
             f"-Xmn{young_generation_mb}m",
+            *([] if optimizing_jit else [C1_ONLY]),
             *([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []),
         ]),
         "spark.executor.extraJavaOptions": english,  # on a cluster

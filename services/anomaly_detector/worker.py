@@ -97,4 +97,4 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 _DETECTOR = AnomalyDetector()
 ANOMALY_DETECTOR = Worker(name="anomaly-detector", topic="loglines", batch_records=500_000,
                           start_query=_DETECTOR.start_query, progress="postgres", setup=_DETECTOR.setup,
-                          warm_up=warm_up)
+                          warm_up=warm_up, optimizing_jit=False)

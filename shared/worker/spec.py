@@ -77,6 +77,12 @@ class Worker:
     # has cycled through it, and a worker that allocates fast spends less
     # time in collections (each stops every task) with more.
     young_generation_mb: int = YOUNG_GENERATION_MB
+    # Whether its JVM compiles hot code with C2 too: the fastest code once
+    # warm, for a worker whose records take the most work (the text
+    # processor's Unicode split, its producer's compression). Without C2 a
+    # cold start commits first 1 to 3 s sooner on 2 cores, and a backlog of
+    # millions of records drains slower (docs/decisions/jit.md).
+    optimizing_jit: bool = True
 
     @property
     def module(self) -> str:

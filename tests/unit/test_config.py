@@ -14,9 +14,10 @@ from sqlalchemy.engine import make_url
 
 from devstack.certificates import CertificateAuthority
 from devstack.local_stack import ROOT
+from services.workers import WORKERS
 from shared import config as config_module
-from shared.config import ConfigError, load
-from shared.spark import REDACTED, cluster_options, cluster_secrets, driver_memory
+from shared.config import ConfigError, SparkConfig, load
+from shared.spark import C1_ONLY, REDACTED, cluster_options, cluster_secrets, driver_memory, spark_options
 
 
 @pytest.fixture(scope="module")
@@ -317,3 +318,12 @@ def test_the_heap_is_half_the_dynos_memory(tmp_path, limit, heap):
     limit_file.write_text(limit)
     assert driver_memory("", [str(tmp_path / "absent"), str(limit_file)]) == heap
     assert driver_memory("3g", [str(limit_file)]) == "3g"
+
+
+def test_only_the_text_processor_compiles_with_c2():
+    """The text processor's records take the most work, and C2's code;
+    the others' cold starts are shorter without it (docs/decisions/jit.md)."""
+    for worker in WORKERS.values():
+        options = spark_options(worker.name, SparkConfig(), worker.young_generation_mb, worker.optimizing_jit)
+        c1_only = C1_ONLY in options["spark.driver.extraJavaOptions"].split()
+        assert c1_only == (worker.name != "text-processor"), worker.name
