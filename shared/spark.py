@@ -56,9 +56,8 @@ INITIAL_OLD_GENERATION_MB = 64
 YOUNG_GENERATION_MB = 64
 # The JIT without C2, its optimizing compiler, for a worker that asks
 # (shared.worker.spec.Worker.optimizing_jit): every method compiled by C1
-# alone, at once and without profiling. C2 makes the fastest code once warm,
-# but on 2 cores it compiled beside a cold start's first batches for their
-# whole length (docs/decisions/jit.md).
+# alone, at once and without profiling. On 2 cores C2 compiled beside a cold
+# start's first batches for their whole length (docs/decisions/jit.md).
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 # What Spark's status store keeps of past jobs, stages and SQL executions
 # (1,000 of each by default), kept with the UI off too: a micro-batch adds

@@ -172,4 +172,4 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 
 
 AGGREGATOR = Worker(name="aggregator", topic="words", batch_records=2_000_000, start_query=start_query,
-                    progress="postgres", read_headers=True, setup=setup, warm_up=warm_up, optimizing_jit=False)
+                    progress="postgres", read_headers=True, setup=setup, warm_up=warm_up)

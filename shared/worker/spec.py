@@ -77,11 +77,11 @@ class Worker:
     # has cycled through it, and a worker that allocates fast spends less
     # time in collections (each stops every task) with more.
     young_generation_mb: int = YOUNG_GENERATION_MB
-    # Whether its JVM compiles hot code with C2 too: the fastest code once
-    # warm, for a worker whose records take the most work (the text
-    # processor's Unicode split, its producer's compression). Without C2 a
-    # cold start commits first 1 to 3 s sooner on 2 cores, and a backlog of
-    # millions of records drains slower (docs/decisions/jit.md).
+    # Whether its JVM compiles hot code with C2 as well as C1: the fastest
+    # code once warm, which the text processor's records (the Unicode split,
+    # the producer's compression) and the aggregator's large plans need.
+    # Without C2 the anomaly detector commits first 1 s sooner on 2 cores
+    # and drains as fast (docs/decisions/jit.md).
     optimizing_jit: bool = True
 
     @property
