@@ -6,6 +6,7 @@ SPARK_CORES_MAX, SPARK_AUTHENTICATE_SECRET)."""
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
@@ -52,13 +53,30 @@ CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointin
 # old generation stayed, and a worker's resident memory rose in steps.
 JVM_MEMORY_OPTIONS = ("-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000", "-XX:MaxHeapFreeRatio=50")
 INITIAL_OLD_GENERATION_MB = 64
-# Unless a worker asks for more (shared.worker.spec.Worker.young_generation_mb).
 YOUNG_GENERATION_MB = 64
-# The JIT without C2, its optimizing compiler, for a worker that asks
-# (shared.worker.spec.Worker.optimizing_jit): every method compiled by C1
-# alone, at once and without profiling. On 2 cores C2 compiled beside a cold
-# start's first batches for their whole length (docs/decisions/jit.md).
+# The JIT without C2, its optimizing compiler: every method compiled by C1
+# alone, at once and without profiling.
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+
+
+@dataclass(frozen=True)
+class DriverJvm:
+    """What a worker asks of its driver's JVM (shared.worker.spec.Worker.jvm)."""
+
+    # Its young generation: each page of it is resident once allocation has
+    # cycled through it, and a worker that allocates fast spends less time
+    # in collections (each stops every task) with more.
+    young_generation_mb: int = YOUNG_GENERATION_MB
+    # Whether it compiles hot code with C2 as well as C1: the fastest code
+    # once warm, but on 2 cores C2 compiles beside a cold start's first
+    # batches for their whole length (docs/decisions/jit.md).
+    optimizing_jit: bool = True
+
+    def options(self) -> list[str]:
+        return [f"-Xms{self.young_generation_mb + INITIAL_OLD_GENERATION_MB}m", f"-Xmn{self.young_generation_mb}m",
+                *([] if self.optimizing_jit else [C1_ONLY])]
+
+
 # What Spark's status store keeps of past jobs, stages and SQL executions
 # (1,000 of each by default), kept with the UI off too: a micro-batch adds
 # to each, so a driver's live heap grew for as long as it ran.
@@ -82,7 +100,7 @@ def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_ME
 
 
 def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
-            young_generation_mb: int = YOUNG_GENERATION_MB, optimizing_jit: bool = True) -> SparkSession:
+            jvm: DriverJvm = DriverJvm()) -> SparkSession:
     """The process's SparkSession. With `kafka` the JVM starts with the
     variables its ``spark_kafka_options()`` name. After the session was
     stopped, a new one in the same JVM."""
@@ -91,7 +109,7 @@ def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig
     if kafka is not None:
         os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     config = config or SparkConfig()
-    options, secrets = spark_options(app_name, config, young_generation_mb, optimizing_jit), {}
+    options, secrets = spark_options(app_name, config, jvm), {}
     if config.on_cluster:
         options.update(cluster_options(config))
         secrets = cluster_secrets(config, kafka)
@@ -130,8 +148,7 @@ def driver_class_path(connector_jars: list[str]) -> list[str]:
             *(os.path.relpath(jar) for jar in connector_jars)]
 
 
-def spark_options(app_name: str, config: SparkConfig, young_generation_mb: int = YOUNG_GENERATION_MB,
-                  optimizing_jit: bool = True) -> dict[str, str]:
+def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm()) -> dict[str, str]:
     """Every worker's Spark configuration, on a dyno or a cluster."""
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
@@ -148,9 +165,7 @@ def spark_options(app_name: str, config: SparkConfig, young_generation_mb: int =
             f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
             "-XX:+UseSerialGC",
             *JVM_MEMORY_OPTIONS,
-            f"-Xms{young_generation_mb + INITIAL_OLD_GENERATION_MB}m",
-            f"-Xmn{young_generation_mb}m",
-            *([] if optimizing_jit else [C1_ONLY]),
+            *jvm.options(),
             *([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []),
         ]),
         "spark.executor.extraJavaOptions": english,  # on a cluster

@@ -7,7 +7,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from services.text_processor.topology import words
 from shared.config import Config
-from shared.spark import kafka_sink
+from shared.spark import DriverJvm, kafka_sink
 from shared.warm_up import kafka_records
 from shared.worker import Context, Worker
 from shared.worker.query_run import QueryRun
@@ -30,4 +30,4 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 # collections, and with 256 MB its batches ran 5 to 10 % faster than with
 # 128 (docs/decisions/memory.md, "The text processor's young generation").
 TEXT_PROCESSOR = Worker(name="text-processor", topic="textlines", batch_records=100_000, start_query=start_query,
-                        warm_up=warm_up, young_generation_mb=256)
+                        warm_up=warm_up, jvm=DriverJvm(young_generation_mb=256))

@@ -86,8 +86,7 @@ def start(worker: Worker, config: config_module.Config, runs: Runs, stop_request
                               name="join")
     resources.callback(_close_when_joined, joining)
     try:
-        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark,
-                                                     worker.young_generation_mb, worker.optimizing_jit),
+        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, worker.jvm),
                         config.spark.on_cluster, stop_requested)
     except BaseException:
         stop_requested.set()  # the group member gives up too

@@ -9,7 +9,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from shared.batch_size import BatchSize
 from shared.config import Config, KafkaConfig
-from shared.spark import YOUNG_GENERATION_MB
+from shared.spark import DriverJvm
 from shared.worker.progress import GroupProgress, PostgresProgress
 from shared.worker.query_run import QueryRun
 
@@ -73,16 +73,7 @@ class Worker:
     read_headers: bool = False  # its source has the records' `headers` column
     setup: Setup | None = None
     warm_up: WarmUp | None = None
-    # Its JVM's young generation: each page of it is resident once allocation
-    # has cycled through it, and a worker that allocates fast spends less
-    # time in collections (each stops every task) with more.
-    young_generation_mb: int = YOUNG_GENERATION_MB
-    # Whether its JVM compiles hot code with C2 as well as C1: the fastest
-    # code once warm, which the text processor's records (the Unicode split,
-    # the producer's compression) and the aggregator's large plans need.
-    # Without C2 the anomaly detector commits first 1 s sooner on 2 cores
-    # and drains as fast (docs/decisions/jit.md).
-    optimizing_jit: bool = True
+    jvm: DriverJvm = DriverJvm()  # its driver's young generation and JIT
 
     @property
     def module(self) -> str:

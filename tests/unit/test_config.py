@@ -325,6 +325,6 @@ def test_only_the_anomaly_detector_compiles_without_c2():
     code; the anomaly detector runs as fast without it, and starts sooner
     (docs/decisions/jit.md)."""
     for worker in WORKERS.values():
-        options = spark_options(worker.name, SparkConfig(), worker.young_generation_mb, worker.optimizing_jit)
+        options = spark_options(worker.name, SparkConfig(), worker.jvm)
         c1_only = C1_ONLY in options["spark.driver.extraJavaOptions"].split()
         assert c1_only == (worker.name == "anomaly-detector"), worker.name
