@@ -8,8 +8,10 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyspark
+from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
@@ -106,6 +108,7 @@ def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig
     stopped, a new one in the same JVM."""
     if (running := SparkSession.getActiveSession()) is not None:
         return running
+    remember_jvm_names()
     if kafka is not None:
         os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     config = config or SparkConfig()
@@ -125,6 +128,33 @@ def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig
     spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def remember_jvm_names() -> None:
+    """Py4J asks the JVM anew each time Python names a class or a static
+    method (`jvm.PythonUtils.toSeq`: two calls before the call itself), and
+    the JVM tries a short name as a class in each package PySpark imports,
+    each miss a search of every jar on the class path. PySpark names some for
+    each Column and DataFrame function, that is for each micro-batch's plan.
+    A class or method a name stands for does not change while the JVM runs:
+    each is asked once per process (py4j/py4j#596 does the same, unreleased).
+    A package is asked again, as a later import may make its name a class."""
+    for kind in (JVMView, JavaPackage, JavaClass):
+        if not getattr(kind.__getattr__, "remembers", False):
+            kind.__getattr__ = _remembering(kind.__getattr__)
+
+
+def _remembering(look_up: Any) -> Any:
+    def __getattr__(self: Any, name: str) -> Any:
+        known = self.__dict__.setdefault("_known_names", {})
+        if name in known:
+            return known[name]
+        value = look_up(self, name)
+        if isinstance(value, (JavaClass, JavaMember)):  # not a package, nor a static field's value
+            known[name] = value
+        return value
+    __getattr__.remembers = True  # type: ignore[attr-defined]
+    return __getattr__
 
 
 def spark_home() -> Path:
@@ -196,6 +226,12 @@ def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm
         # 30 s of SIGTERM in an outage too (shared.worker.query_run.stop_gracefully).
         "spark.sql.streaming.stopTimeout": str(STOP_TIMEOUT_MS),
         "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+        # PySpark's DataFrame debugging records the Python call site of each
+        # DataFrame and Column function, for error messages: about ten calls
+        # through Py4J for each (the active session, its settings, the site
+        # set and cleared), where the function itself makes two or three. A
+        # worker builds each micro-batch's plan anew (docs/decisions/py4j.md).
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
         # `lower` maps case as the JVM does (String.toLowerCase in the
         # locale-independent English set above; ASCII without a String),
         # from the same Unicode tables as the `(?U)\W+` split, not with

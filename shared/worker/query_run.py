@@ -21,15 +21,19 @@ Threads:
 Every field those threads share is behind the run's lock.
 """
 
+import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JJavaError
+from pyspark import SparkContext
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming.listener import QueryProgressEvent, QueryTerminatedEvent
 
 from shared.logs import log
 from shared.offsets import Offsets, end_offsets, lag, unread_ranges
@@ -199,6 +203,17 @@ class BatchListener(StreamingQueryListener):
         self.runs = runs
         self.member = member
         self.last_batch: tuple[str, int] | None = None  # (run id, batch id): ids restart with each run
+        self._java: JavaObject | None = None
+
+    @property
+    def _jlistener(self) -> JavaObject:
+        """What `spark.streams.addListener` registers with Spark: JsonReports
+        instead of PySpark's own adapter."""
+        if self._java is None:
+            assert SparkContext._jvm is not None
+            wrapper = getattr(SparkContext._jvm, "org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper")
+            self._java = wrapper(JsonReports(self))
+        return self._java
 
     def onQueryStarted(self, event: Any) -> None:
         pass
@@ -229,6 +244,33 @@ class BatchListener(StreamingQueryListener):
         if progress.numInputRows == 0:
             return  # a new run's first trigger on a stream with nothing waiting: no batch to tell of
         log_batch(line)
+
+
+class JsonReports:
+    """The listener Spark calls through Py4J, for a BatchListener: each
+    report crosses from the JVM as its JSON, in one call, and becomes
+    PySpark's own event as Spark Connect builds it (`fromJson`). PySpark's
+    adapter read every field with a call of its own, and each Java map it
+    read ended in an exception that PySpark converts with a dozen more:
+    about 150 calls for a micro-batch's report (docs/decisions/py4j.md)."""
+
+    def __init__(self, listener: BatchListener) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, event: JavaObject) -> None:
+        pass
+
+    def onQueryIdle(self, event: JavaObject) -> None:
+        pass
+
+    def onQueryProgress(self, event: JavaObject) -> None:
+        self.listener.onQueryProgress(QueryProgressEvent.fromJson(json.loads(event.json())))
+
+    def onQueryTerminated(self, event: JavaObject) -> None:
+        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJson(json.loads(event.json())))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def log_batch(line: dict[str, Any]) -> None:

@@ -9,13 +9,15 @@ from types import SimpleNamespace
 
 import pytest
 from pyspark.errors.exceptions.captured import CapturedException
+from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from shared.config import load
 from shared.worker import Worker, runner
 from shared.worker.lifecycle import Ended
-from shared.worker.query_run import STOP_SECONDS_AT_MOST, BatchListener, QueryRun, Runs, stop_now
+from shared.worker.query_run import STOP_SECONDS_AT_MOST, BatchListener, JsonReports, QueryRun, Runs, stop_now
 
 TOPIC = "t.textlines"
+RUN_A, RUN_B = "a7a0b3c4-2f4e-4c55-9a07-1d2e3f405a01", "b7a0b3c4-2f4e-4c55-9a07-1d2e3f405a02"  # Spark's run ids
 
 
 class Member:
@@ -49,12 +51,33 @@ def query(run_id):
     return started
 
 
+def report(run_id, batch_id, start, end, rows):
+    """A micro-batch's progress report as Spark gives it as JSON (a Kafka
+    source; a first batch has no start)."""
+    offsets = lambda offsets: {TOPIC: {str(p): o for p, o in offsets.items()}} if offsets else None
+    return json.dumps({"progress": {
+        "id": "c7a0b3c4-2f4e-4c55-9a07-1d2e3f405a03", "runId": run_id, "name": None,
+        "timestamp": "2026-11-27T18:09:37.103Z", "batchId": batch_id, "batchDuration": 5, "numInputRows": rows,
+        "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0, "durationMs": {"triggerExecution": 5},
+        "stateOperators": [], "sink": {"description": "ForeachBatchSink", "numOutputRows": -1}, "observedMetrics": {},
+        "sources": [{"description": f"KafkaV2[Assign[{TOPIC}-0]]", "startOffset": offsets(start),
+                     "endOffset": offsets(end), "latestOffset": offsets(end), "numInputRows": rows,
+                     "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0}]}})
+
+
 def progress(run_id, batch_id, start, end, rows):
-    as_json = lambda offsets: json.dumps({TOPIC: {str(p): o for p, o in offsets.items()}}) if offsets else None
-    return SimpleNamespace(runId=run_id, batchId=batch_id, numInputRows=rows, observedMetrics={},
-                           sink=SimpleNamespace(numOutputRows=-1), durationMs={"triggerExecution": 5},
-                           sources=[SimpleNamespace(startOffset=as_json(start), endOffset=as_json(end),
-                                                    latestOffset=as_json(end))])
+    """That report as the listener gets it (shared.worker.query_run.JsonReports)."""
+    return QueryProgressEvent.fromJson(json.loads(report(run_id, batch_id, start, end, rows))).progress
+
+
+class JavaEvent:
+    """A listener event as Py4J hands it over: a Java object with `json()`."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def json(self):
+        return self.text
 
 
 def started(runs, member, run_id, starting):
@@ -68,13 +91,13 @@ def test_a_late_report_belongs_to_its_own_run_and_does_no_io_on_the_listener_thr
     began, even once the next run began elsewhere; the lookup itself is
     handed to the main thread (the listener must not block)."""
     runs, member = Runs(), Member()
-    listener = BatchListener("echo", runs, member)
-    started(runs, member, "run-a", {0: 100})
-    started(runs, member, "run-b", {0: 180})  # a rebalance: the next run begins where run a ended
+    reports = JsonReports(BatchListener("echo", runs, member))
+    started(runs, member, RUN_A, {0: 100})
+    started(runs, member, RUN_B, {0: 180})  # a rebalance: the next run begins where run a ended
     # Run a's first batch, reported late: 80 records of 0..180, of which it read 60.
-    listener.batch_done(progress("run-a", 0, None, {0: 180}, rows=60))
+    reports.onQueryProgress(JavaEvent(report(RUN_A, 0, None, {0: 180}, rows=60)))
     assert member.unread == [{0: (100, 180)}]  # against run b's offsets it would look complete
-    assert member.reports == [("run-a", {0: 180})]  # the member accepts only the current run's
+    assert member.reports == [(RUN_A, {0: 180})]  # the member accepts only the current run's
     assert member.durations == [5]  # the batch's duration goes with its commit
     assert "event=batch" in capsys.readouterr().out
 
@@ -84,18 +107,18 @@ def test_a_run_whose_partitions_a_rebalance_took_as_it_started_is_stopped_unacce
     stop: the run must not go on reading partitions now another copy's."""
     runs, member = Runs(), Member()
     member.revoked_meanwhile = True
-    run = started(runs, member, "run-a", {0: 0})
+    run = started(runs, member, RUN_A, {0: 0})
     assert (run.ending, run.query.isActive, member.begun) == (Ended.REVOKED, False, [])
     assert runs.revoke() is None  # nothing left for a later revoke to stop
 
 
 def test_an_abandoned_batch_writes_no_line_and_hands_no_offsets_over(capsys):
     runs, member = Runs(), Member()
-    run = started(runs, member, "run-a", {0: 0})
+    run = started(runs, member, RUN_A, {0: 0})
     run.abandon(0)
     run.end(Ended.FAILED, RuntimeError("fenced"))
     run.end(Ended.RESIZED)  # the first reason wins
-    BatchListener("echo", runs, member).batch_done(progress("run-a", 0, None, {0: 10}, rows=10))
+    BatchListener("echo", runs, member).batch_done(progress(RUN_A, 0, None, {0: 10}, rows=10))
     assert (member.reports, capsys.readouterr().out) == ([], "")
     assert (run.ending, str(run.error)) == (Ended.FAILED, "fenced")
 
@@ -104,25 +127,25 @@ def test_a_batch_that_read_nothing_writes_no_line_but_hands_its_offsets_over(cap
     """Spark runs a new query's first trigger even with nothing to read (a
     cold first run that read the whole backlog, then the next run)."""
     runs, member = Runs(), Member()
-    started(runs, member, "run-a", {0: 10})
-    BatchListener("echo", runs, member).batch_done(progress("run-a", 0, None, {0: 10}, rows=0))
-    assert (member.reports, capsys.readouterr().out) == ([("run-a", {0: 10})], "")
+    started(runs, member, RUN_A, {0: 10})
+    BatchListener("echo", runs, member).batch_done(progress(RUN_A, 0, None, {0: 10}, rows=0))
+    assert (member.reports, capsys.readouterr().out) == ([(RUN_A, {0: 10})], "")
 
 
 def test_a_services_fields_win_on_the_batch_line(capsys):
     runs, member = Runs(), Member()
-    run = started(runs, member, "run-a", {0: 0})
+    run = started(runs, member, RUN_A, {0: 0})
     run.report(0, rows_in=7, counted=6)
-    BatchListener("echo", runs, member).batch_done(progress("run-a", 0, None, {0: 10}, rows=10))
+    BatchListener("echo", runs, member).batch_done(progress(RUN_A, 0, None, {0: 10}, rows=10))
     line = dict(pair.split("=", 1) for pair in capsys.readouterr().out.split())
     assert (line["rows_in"], line["counted"]) == ("7", "6")
 
 
 def test_a_batch_line_carries_its_figures_in_l2mets_form_too(capsys):
     runs, member = Runs(), Member()
-    run = started(runs, member, "run-a", {0: 0})
+    run = started(runs, member, RUN_A, {0: 0})
     run.report(0, rows_out=40, skipped_bad_time=2, skipped_too_long=1)
-    BatchListener("echo", runs, member).batch_done(progress("run-a", 0, None, {0: 10}, rows=10))
+    BatchListener("echo", runs, member).batch_done(progress(RUN_A, 0, None, {0: 10}, rows=10))
     line = dict(pair.split("=", 1) for pair in capsys.readouterr().out.split())
     assert {key: line[key] for key in line if "#" in key} == {
         "count#echo.rows_in": "10", "count#echo.rows_out": "40", "count#echo.skipped": "3",
@@ -140,24 +163,26 @@ def test_a_batch_stored_as_spark_stopped_under_it_gets_one_line_from_the_service
     (batch 2): each still gets its line, once."""
     runs, member = Runs(), Member()
     listener = BatchListener("echo", runs, member)
-    run = started(runs, member, "run-a", {0: 0})
+    run = started(runs, member, RUN_A, {0: 0})
     run.report(0, rows_in=10, rows_out=4)
-    listener.batch_done(progress("run-a", 0, None, {0: 10}, rows=10))
+    listener.batch_done(progress(RUN_A, 0, None, {0: 10}, rows=10))
     run.report(1, rows_in=20, rows_out=5)
     run.reports_ended()  # the main thread: the driver's Spark is lost
     run.report(2, rows_in=30, rows_out=6)
-    listener.batch_done(progress("run-a", 1, {0: 10}, {0: 30}, rows=20))  # drained late: no second line
-    listener.onQueryTerminated(SimpleNamespace(runId="run-a"))
+    listener.batch_done(progress(RUN_A, 1, {0: 10}, {0: 30}, rows=20))  # drained late: no second line
+    listener.onQueryTerminated(SimpleNamespace(runId=RUN_A))
     assert [(line["batch"], line["rows_in"], line["count#echo.rows_in"]) for line in lines(capsys.readouterr().out)
             ] == [("0", "10", "10"), ("1", "20", "20"), ("2", "30", "30")]
-    assert member.reports == [("run-a", {0: 10})]
+    assert member.reports == [(RUN_A, {0: 10})]
 
 
 def test_a_terminated_querys_stored_batch_that_spark_did_not_report_gets_its_line(capsys):
     runs, member = Runs(), Member()
-    run = started(runs, member, "run-a", {0: 0})
+    run = started(runs, member, RUN_A, {0: 0})
     run.report(0, rows_in=10, rows_out=4)  # stored; the query stopped before reporting it
-    BatchListener("echo", runs, member).onQueryTerminated(SimpleNamespace(runId="run-a"))
+    JsonReports(BatchListener("echo", runs, member)).onQueryTerminated(JavaEvent(json.dumps(
+        {"id": "c7a0b3c4-2f4e-4c55-9a07-1d2e3f405a03", "runId": RUN_A, "exception": None,
+         "errorClassOnException": None})))
     (line,) = lines(capsys.readouterr().out)
     assert (line["event"], line["batch"], line["rows_out"], "duration_ms" in line) == ("batch", "0", "4", False)
 
