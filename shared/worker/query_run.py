@@ -252,7 +252,7 @@ class JsonReports:
     PySpark's own event as Spark Connect builds it (`fromJson`). PySpark's
     adapter read every field with a call of its own, and each Java map it
     read ended in an exception that PySpark converts with a dozen more:
-    about 150 calls for a micro-batch's report (docs/decisions/py4j.md)."""
+    about 300 calls for a micro-batch's report (docs/decisions/py4j.md)."""
 
     def __init__(self, listener: BatchListener) -> None:
         self.listener = listener
