@@ -41,7 +41,6 @@ def test_a_static_fields_value_and_a_package_are_asked_each_time():
     """A field's value may change; a name that is a package now may be a
     class once another package is imported."""
     remember_jvm_names()
-    remember_jvm_names()  # twice: still one lookup per name, not two
     client = Client({"org.example.Counter"}, {("org.example.Counter", "total"): 7})
     jvm = JVMView(client, "default", id=proto.DEFAULT_JVM_ID)
     counter = getattr(jvm, "org.example.Counter")
