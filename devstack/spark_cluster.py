@@ -135,10 +135,14 @@ class SparkCluster:
         """The executor JVMs the workers launched (for one app, by its name);
         each runs in the folder work-N/<app id>/<executor id>."""
         app_ids = {app["id"] for app in self.running_apps() if app["name"] == app_name} if app_name else set()
-        return [process for process in psutil.process_iter(["cmdline", "cwd"])
-                if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in (process.info["cmdline"] or [])
-                and (process.info["cwd"] or "").startswith(str(self.folder))
-                and (app_name is None or Path(process.info["cwd"]).parent.name in app_ids)]
+        found = [process for process in psutil.process_iter(["cmdline", "cwd", "ppid"])
+                 if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in (process.info["cmdline"] or [])
+                 and (process.info["cwd"] or "").startswith(str(self.folder))
+                 and (app_name is None or Path(process.info["cwd"]).parent.name in app_ids)]
+        # An executor forks short-lived children (`getconf PAGESIZE` for its
+        # process metrics) that carry its command line until they exec.
+        pids = {process.pid for process in found}
+        return [process for process in found if process.info["ppid"] not in pids]
 
     def executors_running_a_task(self, app_name: str) -> list[psutil.Process]:
         """The executors of `app_name` that began a task they have not finished."""
