@@ -13,6 +13,8 @@ whose timestamp is not a plausible event time (shared.events) likewise, with
 no window.
 """
 
+import functools
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -32,17 +34,21 @@ def user_id(line: Column) -> Column:
 def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
     """Columns: user, window_start (epoch s), count. User NO_USER counts the
     lines skipped: with no window, for a bad timestamp; else for no usable user."""
+    is_failed_login, user_and_window = _line_columns(window_seconds)
+    return lines.where(is_failed_login).select(*user_and_window).groupBy("user", "window_start").count()
+
+
+# Made once, not for each batch: each Column made in Python is a call into
+# the JVM (as in the aggregator's topology).
+@functools.cache
+def _line_columns(window_seconds: int) -> tuple[Column, list[Column]]:
     line = F.col("value").cast("string")
     user = user_id(line)
     millis = F.unix_millis("timestamp")
     on_time = plausible_millis(millis)
-    return (
-        lines.where(line.contains(FAILED_LOGIN))
-        .select(F.when(storable_key(user) & on_time, user).otherwise(NO_USER).alias("user"),
-                F.when(on_time, window_start(millis, window_seconds)).alias("window_start"))
-        .groupBy("user", "window_start")
-        .count()
-    )
+    return line.contains(FAILED_LOGIN), [
+        F.when(storable_key(user) & on_time, user).otherwise(NO_USER).alias("user"),
+        F.when(on_time, window_start(millis, window_seconds)).alias("window_start")]
 
 
 # What a (user, window) count is taken to hold in Python besides its user id's
@@ -60,12 +66,17 @@ def summary(counts: DataFrame, listed: bool = False) -> DataFrame:
     With `listed`, the users' counts themselves too (`listed`: user,
     window_start, count), for a batch known to be small: one Spark job
     instead of a summary and a part."""
+    return counts.agg(*_summary_columns(listed))
+
+
+@functools.cache
+def _summary_columns(listed: bool) -> list[Column]:
     is_user = F.col("user") != NO_USER
 
     def total(condition: Column, value: Column | None = None) -> Column:  # of the counts, unless `value` says
         return F.coalesce(F.sum(F.when(condition, F.col("count") if value is None else value)), F.lit(0))
 
-    return counts.agg(
+    return [
         F.count_if(is_user).alias("users"),
         total(is_user).alias("failed_logins"),
         total(is_user, F.octet_length("user") + ROW_OVERHEAD_BYTES).alias("user_bytes"),
@@ -73,7 +84,7 @@ def summary(counts: DataFrame, listed: bool = False) -> DataFrame:
         total(~is_user & F.col("window_start").isNull()).alias("bad_time"),
         *([F.collect_list(F.when(is_user, F.struct("user", "window_start", "count"))).alias("listed")]
           if listed else []),
-    )
+    ]
 
 
 def listed_summary(lines: DataFrame, window_seconds: int) -> DataFrame:
