@@ -6,12 +6,13 @@ SPARK_CORES_MAX, SPARK_AUTHENTICATE_SECRET)."""
 import json
 import os
 import sys
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyspark
-from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
+from py4j.java_gateway import JavaClass, JavaGateway, JavaMember, JavaPackage, JVMView
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
@@ -102,32 +103,45 @@ def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_ME
 
 
 def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
-            jvm: DriverJvm = DriverJvm()) -> SparkSession:
-    """The process's SparkSession. With `kafka` the JVM starts with the
-    variables its ``spark_kafka_options()`` name. After the session was
-    stopped, a new one in the same JVM."""
+            jvm: DriverJvm = DriverJvm(), launched: "Future[JavaGateway] | None" = None) -> SparkSession:
+    """The process's SparkSession, on the JVM `launched` (launch_jvm on a
+    thread of its own: shared.launch) or one launched now. After the session
+    was stopped, a new one in the same JVM."""
     if (running := SparkSession.getActiveSession()) is not None:
         return running
     remember_jvm_names()
-    if kafka is not None:
-        os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
     config = config or SparkConfig()
-    options, secrets = spark_options(app_name, config, jvm), {}
-    if config.on_cluster:
-        options.update(cluster_options(config))
-        secrets = cluster_secrets(config, kafka)
-    else:  # one JVM: a dyno's host name means nothing
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    # PySpark starts the JVM with its configuration on the command line,
-    # where any process of the host can read it: the JVM starts with the
-    # options, and the secrets reach the SparkContext through Py4J. A new
-    # session after a stopped one (shared.worker.driver) runs in the same JVM.
-    gateway = SparkContext._gateway or launch_gateway(SparkConf().setAll(list(options.items())))
-    SparkContext(conf=SparkConf().setAll([*options.items(), *secrets.items()]), gateway=gateway)
+    gateway = SparkContext._gateway or (launched.result() if launched else launch_jvm(app_name, kafka, config, jvm))
+    # The secrets reach the SparkContext through Py4J, not the command line.
+    secrets = cluster_secrets(config, kafka) if config.on_cluster else {}
+    SparkContext(conf=SparkConf().setAll([*_options(app_name, config, jvm).items(), *secrets.items()]),
+                 gateway=gateway)
     spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def launch_jvm(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
+               jvm: DriverJvm = DriverJvm()) -> JavaGateway:
+    """Spark's JVM, started; `session` makes the SparkContext on it. With
+    `kafka` the JVM starts with the variables its ``spark_kafka_options()``
+    name. PySpark starts the JVM with its configuration on the command line,
+    where any process of the host can read it: no secret goes there."""
+    if kafka is not None:
+        os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
+    config = config or SparkConfig()
+    if not config.on_cluster:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return launch_gateway(SparkConf().setAll(list(_options(app_name, config, jvm).items())))
+
+
+def _options(app_name: str, config: SparkConfig, jvm: DriverJvm) -> dict[str, str]:
+    options = spark_options(app_name, config, jvm)
+    if config.on_cluster:
+        options.update(cluster_options(config))
+    else:  # one JVM: a dyno's host name means nothing
+        options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    return options
 
 
 def remember_jvm_names() -> None:

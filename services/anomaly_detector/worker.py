@@ -15,7 +15,6 @@ from shared.config import Config
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
 from shared.retention import ALERT_OUTBOX, Retention
-from shared.spark import DriverJvm
 from shared.warm_up import kafka_records
 from shared.worker import Context, Worker
 from shared.worker.query_run import QueryRun
@@ -96,10 +95,6 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 
 
 _DETECTOR = AnomalyDetector()
-# C1 alone: its work per record and its plans are small, and without C2
-# compiling beside them its cold first batches commit 1.3 s sooner; it
-# drains and alerts as fast (docs/decisions/jit.md). The text processor and
-# the aggregator need C2's code.
 ANOMALY_DETECTOR = Worker(name="anomaly-detector", topic="loglines", batch_records=500_000,
                           start_query=_DETECTOR.start_query, progress="postgres", setup=_DETECTOR.setup,
-                          warm_up=warm_up, jvm=DriverJvm(optimizing_jit=False))
+                          warm_up=warm_up)

@@ -7,7 +7,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from services.text_processor.topology import words
 from shared.config import Config
-from shared.spark import DriverJvm, kafka_sink
+from shared.spark import kafka_sink
 from shared.warm_up import kafka_records
 from shared.worker import Context, Worker
 from shared.worker.query_run import QueryRun
@@ -24,10 +24,5 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     words(kafka_records(spark, ["The quick brown fox", "jumps over"]), run=0).collect()
 
 
-# Its young generation four times the others': on a backlog it allocates
-# about a gigabyte a second (each word's record goes through Spark's Kafka
-# sink and the producer); with 64 MB a sixth of its time went to young
-# collections, and with 256 MB its batches ran 5 to 10 % faster than with
-# 128 (docs/decisions/memory.md, "The text processor's young generation").
 TEXT_PROCESSOR = Worker(name="text-processor", topic="textlines", batch_records=100_000, start_query=start_query,
-                        warm_up=warm_up, jvm=DriverJvm(young_generation_mb=256))
+                        warm_up=warm_up)

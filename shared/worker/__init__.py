@@ -2,7 +2,9 @@
 
 A service declares its worker once (`Worker`: name, input topic, batch
 size, where its progress lives, its query, setup and warm-up; see
-services/workers.py) and its `__main__` calls `run(worker)`.
+services/workers.py). Its `__main__` launches Spark's JVM first
+(shared.launch), imports the worker while the JVM starts, and calls
+`run(worker, launched)`.
 
 States and transitions of a process (shared.worker.runner):
 

@@ -7,7 +7,6 @@ instead of waiting out its session. `Supervisor.run` is the main loop: one
 query run after another, each step chosen by shared.worker.lifecycle.
 """
 
-import faulthandler
 import signal
 import tempfile
 import threading
@@ -25,11 +24,11 @@ from shared import background
 from shared import config as config_module
 from shared import spark as spark_module
 from shared.batch_size import BatchSize, cold_records
+from shared.launch import Launch, Launched, begin
 from shared.logs import log
 from shared.migrations import migrate
 from shared.offsets import Offsets
 from shared.outages import StopRequested
-from shared.tls_check import check_tls
 from shared.worker import errors, search
 from shared.worker.driver import Driver
 from shared.worker.group_member import GroupMember
@@ -39,25 +38,22 @@ from shared.worker.query_run import BatchListener, QueryRun, Runs, stop_graceful
 from shared.worker.spec import Context, Worker
 
 
-def run(worker: Worker) -> None:
-    """Run `worker` until SIGTERM or SIGINT; then exit 0."""
-    # `kill -USR1 <pid>` (heroku ps:exec) prints every thread's stack to
-    # stderr: what a worker that logs nothing is waiting on.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    config = config_module.load(needs_database=worker.progress == "postgres")
-    check_tls(config.kafka)
-    # The JVM is started with SIGTERM ignored (the disposition is inherited),
-    # so Heroku's SIGTERM to every process of the dyno does not stop Spark
-    # under the running batch; Python stops it in order below.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    run_with(worker, config, threading.Event())
+def run(worker: Worker, launched: Launched | None = None) -> None:
+    """Run `worker` until SIGTERM or SIGINT; then exit 0. `launched`: the
+    process's first steps, which its __main__ took (shared.launch); without,
+    they are taken here."""
+    launched = launched or begin(Launch(worker.name, needs_database=worker.progress == "postgres"))
+    assert launched.launch.app == worker.name, "a service's Launch names its worker"
+    assert launched.launch.needs_database == (worker.progress == "postgres"), "and where its progress lives"
+    run_with(worker, launched.config, threading.Event(), launched)
 
 
-def run_with(worker: Worker, config: config_module.Config, stop_requested: threading.Event) -> None:
+def run_with(worker: Worker, config: config_module.Config, stop_requested: threading.Event,
+             launched: Launched | None = None) -> None:
     runs = Runs()
     with ExitStack() as resources:  # released last in, first out
         try:
-            driver, member, progress, warming = start(worker, config, runs, stop_requested, resources)
+            driver, member, progress, warming = start(worker, config, runs, stop_requested, resources, launched)
             records = config.spark.max_offsets_per_trigger or worker.batch_records
             # A Postgres worker measures the bytes of its batches; the text
             # processor's stream through Spark, from Kafka to Kafka.
@@ -74,8 +70,8 @@ def run_with(worker: Worker, config: config_module.Config, stop_requested: threa
 
 
 def start(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
-          resources: ExitStack) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress,
-                                         "WarmingUp | None"]:
+          resources: ExitStack, launched: Launched | None = None
+          ) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress, "WarmingUp | None"]:
     """Spark, this copy's group member and its progress store, each closed by
     `resources`. The group join (a broker holds a new group's first join 3 s)
     and the migration go on while Spark's JVM starts (2 to 3 s on 2 cores);
@@ -86,7 +82,8 @@ def start(worker: Worker, config: config_module.Config, runs: Runs, stop_request
                               name="join")
     resources.callback(_close_when_joined, joining)
     try:
-        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, worker.jvm),
+        jvm, launching = (launched.launch.jvm, launched.jvm) if launched else (spark_module.DriverJvm(), None)
+        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, jvm, launching),
                         config.spark.on_cluster, stop_requested)
     except BaseException:
         stop_requested.set()  # the group member gives up too

@@ -9,7 +9,6 @@ from pyspark.sql.streaming import StreamingQuery
 
 from shared.batch_size import BatchSize
 from shared.config import Config, KafkaConfig
-from shared.spark import DriverJvm
 from shared.worker.progress import GroupProgress, PostgresProgress
 from shared.worker.query_run import QueryRun
 
@@ -73,7 +72,6 @@ class Worker:
     read_headers: bool = False  # its source has the records' `headers` column
     setup: Setup | None = None
     warm_up: WarmUp | None = None
-    jvm: DriverJvm = DriverJvm()  # its driver's young generation and JIT
 
     @property
     def module(self) -> str:

@@ -1,5 +1,6 @@
 """The config module, rule by rule, from ../shared/CONTRACT.md's environment."""
 
+import importlib
 import os
 import re
 import ssl
@@ -320,11 +321,34 @@ def test_the_heap_is_half_the_dynos_memory(tmp_path, limit, heap):
     assert driver_memory("3g", [str(limit_file)]) == "3g"
 
 
+def launch_of(worker):
+    """The Launch its service's __main__ declares (importing it runs nothing)."""
+    return importlib.import_module(f"{worker.module}.__main__").LAUNCH
+
+
+def test_each_service_launches_its_worker_as_it_is_declared():
+    for worker in WORKERS.values():
+        assert launch_of(worker).app == worker.name
+        assert launch_of(worker).needs_database == (worker.progress == "postgres"), worker.name
+
+
 def test_only_the_anomaly_detector_compiles_without_c2():
     """The text processor's records and the aggregator's plans take C2's
     code; the anomaly detector runs as fast without it, and starts sooner
     (docs/decisions/jit.md)."""
     for worker in WORKERS.values():
-        options = spark_options(worker.name, SparkConfig(), worker.jvm)
+        options = spark_options(worker.name, SparkConfig(), launch_of(worker).jvm)
         c1_only = C1_ONLY in options["spark.driver.extraJavaOptions"].split()
         assert c1_only == (worker.name == "anomaly-detector"), worker.name
+
+
+def test_a_service_launches_its_jvm_before_importing_the_lifecycle():
+    """What `python -m services.<worker>` imports before `begin` launches
+    Spark's JVM: PySpark, not SQLAlchemy, the Kafka client or the lifecycle,
+    which are imported while the JVM starts (shared.launch)."""
+    for worker in WORKERS.values():
+        imported = subprocess.run(
+            [sys.executable, "-c", f"import sys, {worker.module}.__main__; print(*sys.modules)"],
+            capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+        assert "pyspark" in imported
+        assert not {"sqlalchemy", "kafka", "shared.worker", f"{worker.module}.worker"} & set(imported), worker.name

@@ -1,0 +1,54 @@
+"""A worker process's first steps, taken before its modules are imported:
+its configuration read, its brokers' TLS checked, and Spark's JVM launched
+on a thread of its own. Importing the rest of a worker (PySpark's SQL
+functions, SQLAlchemy, the Kafka client, the lifecycle: about half a
+second) then overlaps the JVM's start instead of preceding it
+(docs/decisions/start-up.md).
+
+Each service's `__main__` declares its `Launch` and calls `begin` before it
+imports its worker; shared.worker.run takes over what began (the main
+thread's, as everything until then)."""
+
+import faulthandler
+import signal
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from py4j.java_gateway import JavaGateway
+
+from shared import background
+from shared import config as config_module
+from shared.spark import DriverJvm, launch_jvm
+from shared.tls_check import check_tls
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a worker's process starts with, known before its modules are imported."""
+
+    app: str  # the worker's name (shared.worker.Worker.name)
+    needs_database: bool  # its progress lives in Postgres
+    jvm: DriverJvm = DriverJvm()  # its driver's young generation and JIT
+
+
+@dataclass(frozen=True)
+class Launched:
+    launch: Launch
+    config: config_module.Config
+    jvm: "Future[JavaGateway]"  # Spark's JVM, once it has started (shared.spark.session takes it)
+
+
+def begin(launch: Launch) -> Launched:
+    """Read the configuration and check TLS (a mistake in either ends the
+    process with one line, before any JVM has started), then launch Spark's JVM."""
+    # `kill -USR1 <pid>` (heroku ps:exec) prints every thread's stack to
+    # stderr: what a worker that logs nothing is waiting on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    config = config_module.load(needs_database=launch.needs_database)
+    check_tls(config.kafka)
+    # The JVM is started with SIGTERM ignored (the disposition is inherited),
+    # so Heroku's SIGTERM to every process of the dyno does not stop Spark
+    # under the running batch; Python stops it in order (shared.worker.runner).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    jvm = background.call(lambda: launch_jvm(launch.app, config.kafka, config.spark, launch.jvm), name="jvm")
+    return Launched(launch, config, jvm)
