@@ -35,7 +35,7 @@ class Launch:
 class Launched:
     launch: Launch
     config: config_module.Config
-    jvm: "Future[JavaGateway]"  # Spark's JVM, once it has started (shared.spark.session takes it)
+    gateway: "Future[JavaGateway]"  # to Spark's JVM, once it has started (shared.spark.session takes it)
 
 
 def begin(launch: Launch) -> Launched:
@@ -50,5 +50,5 @@ def begin(launch: Launch) -> Launched:
     # so Heroku's SIGTERM to every process of the dyno does not stop Spark
     # under the running batch; Python stops it in order (shared.worker.runner).
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    jvm = background.call(lambda: launch_jvm(launch.app, config.kafka, config.spark, launch.jvm), name="jvm")
-    return Launched(launch, config, jvm)
+    gateway = background.call(lambda: launch_jvm(launch.app, config.kafka, config.spark, launch.jvm), name="jvm")
+    return Launched(launch, config, gateway)

@@ -64,7 +64,7 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 @dataclass(frozen=True)
 class DriverJvm:
-    """What a worker asks of its driver's JVM (shared.worker.spec.Worker.jvm)."""
+    """What a worker asks of its driver's JVM (shared.launch.Launch.jvm, in its service's __main__)."""
 
     # Its young generation: each page of it is resident once allocation has
     # cycled through it, and a worker that allocates fast spends less time
@@ -103,15 +103,15 @@ def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_ME
 
 
 def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
-            jvm: DriverJvm = DriverJvm(), launched: "Future[JavaGateway] | None" = None) -> SparkSession:
-    """The process's SparkSession, on the JVM `launched` (launch_jvm on a
-    thread of its own: shared.launch) or one launched now. After the session
-    was stopped, a new one in the same JVM."""
+            jvm: DriverJvm = DriverJvm(), launching: "Future[JavaGateway] | None" = None) -> SparkSession:
+    """The process's SparkSession, on the JVM `launching` starts (launch_jvm
+    on a thread of its own: shared.launch) or one launched now. After the
+    session was stopped, a new one in the same JVM."""
     if (running := SparkSession.getActiveSession()) is not None:
         return running
     remember_jvm_names()
     config = config or SparkConfig()
-    gateway = SparkContext._gateway or (launched.result() if launched else launch_jvm(app_name, kafka, config, jvm))
+    gateway = SparkContext._gateway or (launching.result() if launching else launch_jvm(app_name, kafka, config, jvm))
     # The secrets reach the SparkContext through Py4J, not the command line.
     secrets = cluster_secrets(config, kafka) if config.on_cluster else {}
     SparkContext(conf=SparkConf().setAll([*_options(app_name, config, jvm).items(), *secrets.items()]),

@@ -82,7 +82,7 @@ def start(worker: Worker, config: config_module.Config, runs: Runs, stop_request
                               name="join")
     resources.callback(_close_when_joined, joining)
     try:
-        jvm, launching = (launched.launch.jvm, launched.jvm) if launched else (spark_module.DriverJvm(), None)
+        jvm, launching = (launched.launch.jvm, launched.gateway) if launched else (spark_module.DriverJvm(), None)
         driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, jvm, launching),
                         config.spark.on_cluster, stop_requested)
     except BaseException:

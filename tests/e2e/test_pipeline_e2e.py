@@ -132,8 +132,13 @@ def test_sigterm_while_the_broker_is_down_ends_every_workers_processes_within_30
     for worker in running:
         wait_until(lambda: worker.log_lines("batch"), 240, f"{worker.log_path}: a first batch")
     # The broker dies under the text processor's batch, which then can never
-    # finish: the stop waits for it as long as it may, then cuts it.
+    # finish: the stop waits for it as long as it may, then cuts it. The
+    # lines are sent while the text processor is paused, so it reads them in
+    # full batches (two of 2 * BATCH_LINES), each seconds long, not in small
+    # ones as they arrive, and the broker dies inside one.
+    running[0].signal(signal.SIGSTOP)
     send(stack, prefix, make_lines(4 * BATCH_LINES, seed=8))
+    running[0].signal(signal.SIGCONT)
     wait_inside_a_batch(stack, prefix)
     stack.broker.kill()
     try:
