@@ -43,8 +43,6 @@ def run(worker: Worker, launched: Launched | None = None) -> None:
     process's first steps, which its __main__ took (shared.launch); without,
     they are taken here."""
     launched = launched or begin(Launch(worker.name, needs_database=worker.progress == "postgres"))
-    assert launched.launch.app == worker.name, "a service's Launch names its worker"
-    assert launched.launch.needs_database == (worker.progress == "postgres"), "and where its progress lives"
     run_with(worker, launched.config, threading.Event(), launched)
 
 

@@ -327,6 +327,7 @@ def launch_of(worker):
 
 
 def test_each_service_launches_its_worker_as_it_is_declared():
+    """shared.worker.run takes the configuration its __main__'s Launch read."""
     for worker in WORKERS.values():
         assert launch_of(worker).app == worker.name
         assert launch_of(worker).needs_database == (worker.progress == "postgres"), worker.name
