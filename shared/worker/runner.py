@@ -43,15 +43,15 @@ def run(worker: Worker, launched: Launched | None = None) -> None:
     process's first steps, which its __main__ took (shared.launch); without,
     they are taken here."""
     launched = launched or begin(Launch(worker.name, needs_database=worker.progress == "postgres"))
-    run_with(worker, launched.config, threading.Event(), launched)
+    run_with(worker, launched, threading.Event())
 
 
-def run_with(worker: Worker, config: config_module.Config, stop_requested: threading.Event,
-             launched: Launched | None = None) -> None:
+def run_with(worker: Worker, launched: Launched, stop_requested: threading.Event) -> None:
+    config = launched.config
     runs = Runs()
     with ExitStack() as resources:  # released last in, first out
         try:
-            driver, member, progress, warming = start(worker, config, runs, stop_requested, resources, launched)
+            driver, member, progress, warming = start(worker, launched, runs, stop_requested, resources)
             records = config.spark.max_offsets_per_trigger or worker.batch_records
             # A Postgres worker measures the bytes of its batches; the text
             # processor's stream through Spark, from Kafka to Kafka.
@@ -67,21 +67,20 @@ def run_with(worker: Worker, config: config_module.Config, stop_requested: threa
     log("stopped", app=worker.name)
 
 
-def start(worker: Worker, config: config_module.Config, runs: Runs, stop_requested: threading.Event,
-          resources: ExitStack, launched: Launched | None = None
-          ) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress, "WarmingUp | None"]:
+def start(worker: Worker, launched: Launched, runs: Runs, stop_requested: threading.Event,
+          resources: ExitStack) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress, "WarmingUp | None"]:
     """Spark, this copy's group member and its progress store, each closed by
     `resources`. The group join (a broker holds a new group's first join 3 s)
     and the migration go on while Spark's JVM starts (2 to 3 s on 2 cores);
     the warm-up, while the group has still not answered. Raises StopRequested
     if a stop came first."""
+    config, jvm = launched.config, launched.launch.jvm
     spark_started = threading.Event()
     joining = background.call(lambda: join_group(worker, config, runs, stop_requested, spark_started),
                               name="join")
     resources.callback(_close_when_joined, joining)
     try:
-        jvm, launching = (launched.launch.jvm, launched.gateway) if launched else (spark_module.DriverJvm(), None)
-        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, jvm, launching),
+        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, jvm, launched.gateway),
                         config.spark.on_cluster, stop_requested)
     except BaseException:
         stop_requested.set()  # the group member gives up too

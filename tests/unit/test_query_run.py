@@ -5,6 +5,7 @@ with stand-ins for Spark's query and progress reports and for the member."""
 import json
 import signal
 import threading
+from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,7 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from shared.config import load
+from shared.launch import Launch, Launched
 from shared.worker import Worker, runner
 from shared.worker.lifecycle import Ended
 from shared.worker.query_run import STOP_SECONDS_AT_MOST, BatchListener, JsonReports, QueryRun, Runs, stop_now
@@ -208,7 +210,8 @@ def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monk
     monkeypatch.setattr(runner, "join_group", lambda *args: (member, None))
     worker = Worker(name="echo", topic="textlines", batch_records=10, start_query=lambda *args: None)
     with pytest.raises(RuntimeError, match="a bug"):
-        runner.run_with(worker, load({"KAFKA_URL": "kafka://127.0.0.1:1"}), threading.Event())
+        launched = Launched(Launch("echo", needs_database=False), load({"KAFKA_URL": "kafka://127.0.0.1:1"}), Future())
+        runner.run_with(worker, launched, threading.Event())
     assert stopped.is_set() and member.closed
 
 
