@@ -118,18 +118,16 @@ GENERATORS = ("services.text_processor.generate", "services.anomaly_detector.gen
 
 
 @contextmanager
-def formation(env: dict, folder: str, rate: str) -> Iterator[dict[str, MeasuredWorker]]:
+def formation(env: dict, folder: str, rate: str) -> Iterator[dict[str, Worker]]:
     """The three workers side by side, as a dyno formation runs them, with
-    `rate` text lines and `rate` log lines a second; {name: worker}, each
-    sampled for memory and CPU. All of them are stopped (SIGTERM) at the end."""
-    workers = {name: MeasuredWorker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS}
+    `rate` text lines and `rate` log lines a second; {name: worker}. All of
+    them are stopped (SIGTERM) at the end."""
+    workers = {name: Worker(f"services.{name}", env, f"{folder}/{name}.log") for name in WORKERS}
     generators = [Worker(module, env, f"{folder}/{module}.log", [sys.executable, "-m", module, "--rate", rate])
                   for module in GENERATORS]
     try:
         yield workers
     finally:
-        for generator in generators:
-            generator.signal(signal.SIGTERM)
-            generator.wait(60)
-        for worker in workers.values():
-            worker.stop()
+        for process in [*generators, *workers.values()]:
+            process.signal(signal.SIGTERM)
+            process.wait(60)

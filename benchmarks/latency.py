@@ -39,12 +39,12 @@ def main() -> None:
             wait_until(lambda: all(caught_up(worker) for worker in workers.values()), 600, "every worker caught up")
             time.sleep(SETTLE_S)  # a time to run at the rate, not a condition to wait for
             settled = {name: len(worker.log_lines("batch")) for name, worker in workers.items()}
-            cpu_before, began = {name: worker.cpu_s for name, worker in workers.items()}, time.monotonic()
+            cpu_before, began = {name: worker.cpu_seconds() for name, worker in workers.items()}, time.monotonic()
             counted = aggregator.probe_latencies(stack, PREFIX + "textlines", engine)
             alerted = anomaly_detector.alert_latencies(stack)
             probed = {name: worker.log_lines("batch")[settled[name]:] for name, worker in workers.items()}
             # Of one core, Python and JVM together, while the probes ran.
-            cpu_share = {name: (worker.cpu_s - cpu_before[name]) / (time.monotonic() - began)
+            cpu_share = {name: (worker.cpu_seconds() - cpu_before[name]) / (time.monotonic() - began)
                          for name, worker in workers.items()}
         engine.dispose()
         report("latency_line_to_count", rate_per_s=RATE, probes=len(counted),

@@ -73,6 +73,17 @@ class Worker:
         finally:
             self._log.close()
 
+    def programs(self) -> list[psutil.Process]:
+        """Python and its JVM. Not the JVM's short-lived spawn helpers
+        (Hadoop running chmod on checkpoint files): they share its address
+        space (posix_spawn uses CLONE_VM) and would count it twice."""
+        root = psutil.Process(self.process.pid)
+        return [p for p in (root, *root.children(recursive=True)) if p.name() in ("python", "java")]
+
+    def cpu_seconds(self) -> float:
+        """User and system seconds of Python and its JVM so far."""
+        return _cpu_seconds(self.programs())
+
     def group_gone(self) -> bool:
         """True once no process of its group (Python, its JVM, their children) is left."""
         self.process.poll()  # reaps the Python process once it exited
@@ -107,6 +118,10 @@ class WorkerProcesses:
                 worker.wait(30)
 
 
+def _cpu_seconds(processes: list[psutil.Process]) -> float:
+    return sum(sum(p.cpu_times()[:2]) for p in processes)
+
+
 class MeasuredWorker(Worker):
     """A worker whose Python and JVM are sampled for RSS and CPU time."""
 
@@ -119,16 +134,11 @@ class MeasuredWorker(Worker):
         threading.Thread(target=self._sample, daemon=True).start()
 
     def _sample(self) -> None:
-        root = psutil.Process(self.process.pid)
         while self._sampling:
             try:
-                # Python and its JVM only: the JVM's short-lived spawn helpers
-                # (Hadoop running chmod on checkpoint files) share its address
-                # space (posix_spawn uses CLONE_VM) and would count it twice.
-                tree = [p for p in (root, *root.children(recursive=True))
-                        if p.name() in ("python", "java")]
+                tree = self.programs()
                 rss = {p.name(): p.memory_info().rss for p in tree}
-                self.cpu_s = sum(sum(p.cpu_times()[:2]) for p in tree)
+                self.cpu_s = _cpu_seconds(tree)
                 self.peak_rss = max(self.peak_rss, sum(rss.values()))
                 for name, size in rss.items():
                     self.peak_rss_by_program[name] = max(size, self.peak_rss_by_program.get(name, 0))
