@@ -10,8 +10,10 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import (
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupAuthorizationFailedError,
+    NotCoordinatorError,
     TopicAuthorizationFailedError,
 )
 from kafka.structs import OffsetAndMetadata
@@ -69,7 +71,9 @@ def test_an_unprefixed_group_is_denied(stack, prefix):
         with pytest.raises(GroupAuthorizationFailedError):
             admin.list_group_offsets({"text-processor-app": None})
         # Prefixed: allowed. A fresh broker answers COORDINATOR_NOT_AVAILABLE
-        # until it has created __consumer_offsets, on the first group request.
+        # until it has created __consumer_offsets, on the first group request,
+        # then NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS while it loads
+        # the group's partition of it.
         wait_until(lambda: group_offsets_listed(admin, kafka.group_id("text-processor")), 30,
                    "the prefixed group's offsets")
 
@@ -78,7 +82,7 @@ def group_offsets_listed(admin, group):
     try:
         admin.list_group_offsets({group: None})
         return True
-    except CoordinatorNotAvailableError:
+    except (CoordinatorNotAvailableError, NotCoordinatorError, CoordinatorLoadInProgressError):
         return False
 
 
