@@ -44,8 +44,9 @@ def main() -> None:
             alerted = anomaly_detector.alert_latencies(stack)
             probed = {name: worker.log_lines("batch")[settled[name]:] for name, worker in workers.items()}
             # Of one core, Python and JVM together, while the probes ran.
-            cpu_share = {name: (worker.cpu_seconds() - cpu_before[name]) / (time.monotonic() - began)
-                         for name, worker in workers.items()}
+            cpu_used = {name: worker.cpu_seconds() - cpu_before[name] for name, worker in workers.items()}
+            elapsed = time.monotonic() - began
+            cpu_share = {name: used / elapsed for name, used in cpu_used.items()}
         engine.dispose()
         report("latency_line_to_count", rate_per_s=RATE, probes=len(counted),
                p50_s=percentile(counted, 0.5), p99_s=percentile(counted, 0.99), max_s=max(counted))

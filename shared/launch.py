@@ -18,7 +18,7 @@ from py4j.java_gateway import JavaGateway
 
 from shared import background
 from shared import config as config_module
-from shared.spark import DriverJvm, launch_jvm
+from shared.spark import DriverJvm, launch_jvm, set_jvm_environment
 from shared.tls_check import check_tls
 
 
@@ -50,5 +50,6 @@ def begin(launch: Launch) -> Launched:
     # so Heroku's SIGTERM to every process of the dyno does not stop Spark
     # under the running batch; Python stops it in order (shared.worker.runner).
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    gateway = background.call(lambda: launch_jvm(launch.app, config.kafka, config.spark, launch.jvm), name="jvm")
+    set_jvm_environment(config.kafka, config.spark)
+    gateway = background.call(lambda: launch_jvm(launch.app, config.spark, launch.jvm), name="jvm")
     return Launched(launch, config, gateway)

@@ -111,7 +111,12 @@ def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig
         return running
     remember_jvm_names()
     config = config or SparkConfig()
-    gateway = SparkContext._gateway or (launching.result() if launching else launch_jvm(app_name, kafka, config, jvm))
+    gateway = SparkContext._gateway  # a session stopped before: its JVM
+    if gateway is None and launching is not None:
+        gateway = launching.result()
+    if gateway is None:
+        set_jvm_environment(kafka, config)
+        gateway = launch_jvm(app_name, config, jvm)
     # The secrets reach the SparkContext through Py4J, not the command line.
     secrets = cluster_secrets(config, kafka) if config.on_cluster else {}
     SparkContext(conf=SparkConf().setAll([*_options(app_name, config, jvm).items(), *secrets.items()]),
@@ -121,17 +126,22 @@ def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig
     return spark
 
 
-def launch_jvm(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
-               jvm: DriverJvm = DriverJvm()) -> JavaGateway:
-    """Spark's JVM, started; `session` makes the SparkContext on it. With
-    `kafka` the JVM starts with the variables its ``spark_kafka_options()``
-    name. PySpark starts the JVM with its configuration on the command line,
-    where any process of the host can read it: no secret goes there."""
+def set_jvm_environment(kafka: KafkaConfig | None, config: SparkConfig) -> None:
+    """What the JVM inherits at its start: the variables `kafka`'s
+    ``spark_kafka_options()`` name, and a local driver's address. Set on the
+    main thread, before the JVM is launched (on another one, while the main
+    thread imports modules, setenv would race the C library's getenv)."""
     if kafka is not None:
-        os.environ.update(kafka.jvm_environment())  # the JVM inherits them at its start
-    config = config or SparkConfig()
+        os.environ.update(kafka.jvm_environment())
     if not config.on_cluster:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def launch_jvm(app_name: str, config: SparkConfig, jvm: DriverJvm) -> JavaGateway:
+    """Spark's JVM, started in the environment ``set_jvm_environment`` set;
+    `session` makes the SparkContext on it. PySpark starts the JVM with its
+    configuration on the command line, where any process of the host can
+    read it: no secret goes there."""
     return launch_gateway(SparkConf().setAll(list(_options(app_name, config, jvm).items())))
 
 
