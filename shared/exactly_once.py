@@ -28,13 +28,16 @@ A = TypeVar("A")
 
 def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryRun, checkpoint: str,
                   aggregate: Callable[[DataFrame, int], A], write: Callable[[Connection, A], dict[str, Any]],
-                  after_commit: Callable[[], None] | None = None) -> Callable[[DataFrame, int], None]:
+                  after_commit: Callable[[], None] | None = None,
+                  phase_s: float | None = None) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function for `run`'s query, checkpointed in
     `checkpoint`: `aggregate(batch, records)` in Spark (`records`: how many
     the batch holds at most, its offsets' span), then `write(connection,
     aggregated)` in the transaction that stores the offsets. `write` returns
     fields for the batch's log line (rows_out among them); `after_commit()`
-    runs once that transaction is committed. What `aggregate` caches
+    runs once that transaction is committed; given `phase_s`, the batch
+    then holds on until the next may begin that far past a second
+    (`QueryRun.pace`). What `aggregate` caches
     (persist) lives until then, or until the next batch begins if this one
     failed: nothing else of the process is cached. All three run on the
     thread Spark calls the foreachBatch function on, while the micro-batch is
@@ -51,6 +54,7 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
     abandoned too: stored, it would leave the abandoned one's records as a gap."""
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
+        began = time.time()
         if run.ending is not None:
             run.abandon(batch_id)
             return
@@ -61,7 +65,7 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
             batch.sparkSession.catalog.clearCache()
             batch, observation = observed(batch)
             rows = aggregate(batch, sum(end - first for first, end in ranges.values()))
-            began = time.monotonic()
+            storing = time.monotonic()
             fields = progress.commit(ranges, lambda connection: write(connection, rows))
         except StopRequested:
             run.abandon(batch_id)
@@ -78,11 +82,13 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
         # filled by `aggregate`'s first action: reading it runs no job.)
         size = measurement(observation)
         measured = {"rows_in": size[0], "bytes_in": size[1]} if size else {}
-        run.report(batch_id, **{"postgres_ms": int((time.monotonic() - began) * 1000), **measured, **fields})
+        run.report(batch_id, **{"postgres_ms": int((time.monotonic() - storing) * 1000), **measured, **fields})
         if after_commit:
             after_commit()
         if size and batch_size.measured(*size):
             run.end(Ended.RESIZED)
         batch.sparkSession.catalog.clearCache()
+        if phase_s is not None:
+            run.pace(batch_id, began, phase_s)
 
     return write_batch

@@ -335,7 +335,28 @@ PRODUCER_BATCHING = {
 # workers starting batches back to back took every core of a dyno at any
 # rate, slowing each other's batches (docs/benchmarks.md, `latency`). On a
 # backlog a batch that took longer is followed at once.
-STEADY_TRIGGER = "1 second"
+STEADY_TRIGGER_S = 1
+STEADY_TRIGGER = f"{STEADY_TRIGGER_S} second"
+
+
+def wait_for_phase(began: float, now: float, phase_s: float) -> float:
+    """Seconds a steady micro-batch that began at `began` and ended at `now`
+    (epoch seconds) waits before it returns, so that the next one begins
+    `phase_s` past a second.
+
+    Spark begins a trigger's batches on the multiples of its interval since
+    the epoch (ProcessingTimeExecutor.nextBatchTime), and at once after a
+    batch that ran past its next one. So every worker on STEADY_TRIGGER, on
+    any host whose clock keeps time, begins on the second, and a worker that
+    reads another's output found only what that one wrote a second before
+    (docs/decisions/steady-trigger.md, "Half a second behind the text
+    processor"). A batch that returns at a phase point past the second its
+    trigger began in has the next one begin there."""
+    next_trigger = (began // STEADY_TRIGGER_S + 1) * STEADY_TRIGGER_S  # Spark's, at the latest
+    last_point = now - (now - phase_s) % STEADY_TRIGGER_S
+    if began < last_point and now >= next_trigger:
+        return 0.0  # a long batch (a backlog): what was written since the point it passed waits
+    return next_trigger + phase_s - now
 
 
 def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str) -> StreamingQuery:

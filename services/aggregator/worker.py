@@ -58,6 +58,12 @@ Places = dict[tuple[int, int], tuple[int, int]]  # (partition, line partition) -
 # A batch's groups (None: its summary lists its COPY text), its summary, the places it moved.
 Summarized = tuple[DataFrame | None, Row, Places]
 
+# Its steady batches begin half a second past each second, after the text
+# processor's batch begun on the second has written its words (0.2 to 0.45 s
+# on 2 shared cores): on the second, they waited for the next one
+# (shared.spark.wait_for_phase).
+PHASE_S = 0.5
+
 # The COPY text is collected this much at a time (about 750,000 counts of
 # 20-letter words), so a batch of long distinct words cannot fill the
 # driver: 2,000,000 words of 2,000 bytes would be 8 GB of text. Enough for
@@ -149,7 +155,8 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
                 "skipped_repeated": result.repeated, "skipped_bad_time": result.bad_time,
                 "skipped_bad_key": result.bad_key}
 
-    write_batch = foreach_batch(progress, context.batch_size, run, checkpoint, summarize_batch, write)
+    write_batch = foreach_batch(progress, context.batch_size, run, checkpoint, summarize_batch, write,
+                                phase_s=PHASE_S)
     return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=STEADY_TRIGGER)
             .option("checkpointLocation", checkpoint).start())
 

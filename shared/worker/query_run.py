@@ -14,11 +14,12 @@ Threads:
   (shared.worker.runner), reads `ending`, and ends its reports when Spark
   was lost under it;
 - the thread Spark calls a foreachBatch function on (shared.exactly_once)
-  calls `abandon`, `end` and `report` while a batch runs;
+  calls `abandon`, `end`, `report` and `pace` while a batch runs;
 - Spark's listener thread calls BatchListener's methods after each batch,
   and as the query terminates;
 - kafka-python's IO thread calls `Runs.revoke` in a rebalance.
-Every field those threads share is behind the run's lock.
+Every field those threads share is behind the run's lock; a stop asked for
+(`stop_gracefully`, or the run ending) is an event a paced batch waits on.
 """
 
 import json
@@ -37,7 +38,7 @@ from pyspark.sql.streaming.listener import QueryProgressEvent, QueryTerminatedEv
 
 from shared.logs import log
 from shared.offsets import Offsets, end_offsets, lag, unread_ranges
-from shared.spark import STOP_TIMEOUT_MS
+from shared.spark import STOP_TIMEOUT_MS, wait_for_phase
 from shared.worker import errors
 from shared.worker.group_member import STOP_STEP_TIMEOUT_MS, GroupMember
 from shared.worker.lifecycle import Ended
@@ -67,6 +68,7 @@ class QueryRun:
         self._reports_ended = False  # Spark reports none of the run's batches any more
         self._unreported: set[int] = set()  # batches logged without Spark's report
         self._reported_end: Offsets | None = None  # where the last batch the listener saw stored ended
+        self._stop_asked = threading.Event()  # ends a paced batch's wait
 
     @property
     def id(self) -> str:
@@ -89,6 +91,7 @@ class QueryRun:
         with self._lock:
             if self._ending is None:
                 self._ending = (why, error)
+        self._stop_asked.set()
 
     def abandon(self, batch_id: int) -> None:
         """The batch stored nothing: no log line, no commit."""
@@ -108,6 +111,24 @@ class QueryRun:
                 return
             self._unreported.add(batch_id)
         log_batch({"app": self.app, "batch": batch_id, **fields})
+
+    def pace(self, batch_id: int, began: float, phase_s: float) -> None:
+        """A stored batch that began at `began` (epoch seconds) holds its
+        micro-batch open until the next one may begin `phase_s` past a
+        second (shared.spark.wait_for_phase), or a stop is asked for. Its
+        line tells the wait apart (`waited_ms`), outside its `duration_ms`."""
+        seconds = wait_for_phase(began, time.time(), phase_s)
+        if seconds <= 0 or self.ending is not None:
+            return
+        waiting = time.monotonic()
+        self._stop_asked.wait(seconds)
+        with self._lock:
+            if not self._reports_ended:  # else its line is written: the wait no longer matters
+                self._fields.setdefault(batch_id, {})["waited_ms"] = int((time.monotonic() - waiting) * 1000)
+
+    def ask_to_stop(self) -> None:
+        """A paced batch stops waiting: its query is being stopped."""
+        self._stop_asked.set()
 
     def stored_end(self) -> Offsets | None:
         """Where the run's last batch that stored anything ended: Spark's
@@ -185,7 +206,7 @@ class Runs:
         if run is None or run.query is None or not run.query.isActive:
             return None
         run.end(Ended.REVOKED)
-        stop_gracefully(run.query)
+        stop_gracefully(run)
         return run.stored_end()
 
 
@@ -238,6 +259,7 @@ class BatchListener(StreamingQueryListener):
         if run is None or fields is None:
             return
         line = {**batch_fields(self.app, progress), **fields}
+        line["duration_ms"] -= line.get("waited_ms", 0)  # a paced batch's wait is not its work
         self.member.report(run_id, end_offsets(progress), line["duration_ms"])
         if unread := unread_ranges(progress, run.starting_offsets):
             self.member.report_unread(unread)
@@ -299,8 +321,9 @@ def batch_fields(app: str, progress: Any) -> dict[str, Any]:
             "duration_ms": progress.durationMs.get("triggerExecution", 0), "lag": lag(progress), **observed}
 
 
-def stop_gracefully(query: StreamingQuery) -> None:
-    """Let the micro-batch that is processing data finish, then stop. On a
+def stop_gracefully(run: QueryRun) -> None:
+    """Let the micro-batch that is processing data finish (a paced one
+    without its wait), then stop the run's query. On a
     backlog the next batch begins at once, with no gap between batches to
     wait for: that one is cut short as it begins. Its offsets are never
     stored, so the next run reads its records again (a word it sent already
@@ -308,6 +331,9 @@ def stop_gracefully(query: StreamingQuery) -> None:
     A trigger still asking Kafka for offsets has nothing to finish: during a
     broker outage it would hold the stop for a minute. A batch that did not
     finish in GRACEFUL_STOP_SECONDS (its broker away, say) is cut, and logged."""
+    query = run.query
+    assert query is not None
+    run.ask_to_stop()
     last = query.lastProgress
     done = last.batchId if last is not None else -1  # the last batch finished when the stop was asked for
     deadline = time.monotonic() + GRACEFUL_STOP_SECONDS

@@ -280,7 +280,7 @@ class Supervisor:
         if query_run.ending is Ended.SPARK_LOST:
             return None
         if query.isActive:
-            stop_gracefully(query)
+            stop_gracefully(query_run)
         return query.exception()  # None unless the query failed
 
     def outcome(self, query_run: QueryRun, error: BaseException | None) -> RunEnded:

@@ -106,6 +106,29 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
     assert "logger=ProcessingTimeExecutor" not in worker.output()
 
 
+def test_a_steady_batch_holds_on_until_half_a_second_past_the_second(stack, prefix, database_url, workers):
+    """Spark begins steady batches on the second, before the text processor's
+    batch of that second has written its words: the aggregator's stored batch
+    holds on (`waited_ms` on its line, outside `duration_ms`) so that the
+    next one begins half a second past it (shared.spark.wait_for_phase)."""
+    worker = workers.start("services.aggregator")
+
+    def paced():
+        return [int(batch["waited_ms"]) for batch in worker.log_lines("batch") if "waited_ms" in batch]
+
+    sent = []
+    for n in range(30):  # small batches, each sent as the last is stored; the first ones run on a cold JVM
+        records = word_records(20, seed=10 + n)
+        send(stack, prefix, records)
+        sent += records
+        wait_until(lambda: everything_stored(stack, prefix, database_url), 60, f"{len(sent)} words stored")
+        if len(paced()) >= 3:
+            break
+    assert len(paced()) >= 3
+    assert all(0 < waited < 2000 for waited in paced())  # at most to the phase after the next second
+    assert_exact(database_url, expected_counts(sent))
+
+
 class SteadyInput:
     """Sends batches of words in the background until `total` are sent."""
 

@@ -14,7 +14,7 @@ from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from shared.config import load
 from shared.launch import Launch, Launched
-from shared.worker import Worker, runner
+from shared.worker import Worker, query_run, runner
 from shared.worker.lifecycle import Ended
 from shared.worker.query_run import STOP_SECONDS_AT_MOST, BatchListener, JsonReports, QueryRun, Runs, stop_now
 
@@ -53,23 +53,23 @@ def query(run_id):
     return started
 
 
-def report(run_id, batch_id, start, end, rows):
+def report(run_id, batch_id, start, end, rows, took_ms=5):
     """A micro-batch's progress report as Spark gives it as JSON (a Kafka
     source; a first batch has no start)."""
     offsets = lambda offsets: {TOPIC: {str(p): o for p, o in offsets.items()}} if offsets else None
     return json.dumps({"progress": {
         "id": "c7a0b3c4-2f4e-4c55-9a07-1d2e3f405a03", "runId": run_id, "name": None,
         "timestamp": "2026-11-27T18:09:37.103Z", "batchId": batch_id, "batchDuration": 5, "numInputRows": rows,
-        "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0, "durationMs": {"triggerExecution": 5},
+        "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0, "durationMs": {"triggerExecution": took_ms},
         "stateOperators": [], "sink": {"description": "ForeachBatchSink", "numOutputRows": -1}, "observedMetrics": {},
         "sources": [{"description": f"KafkaV2[Assign[{TOPIC}-0]]", "startOffset": offsets(start),
                      "endOffset": offsets(end), "latestOffset": offsets(end), "numInputRows": rows,
                      "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0}]}})
 
 
-def progress(run_id, batch_id, start, end, rows):
+def progress(run_id, batch_id, start, end, rows, took_ms=5):
     """That report as the listener gets it (shared.worker.query_run.JsonReports)."""
-    return QueryProgressEvent.fromJson(json.loads(report(run_id, batch_id, start, end, rows))).progress
+    return QueryProgressEvent.fromJson(json.loads(report(run_id, batch_id, start, end, rows, took_ms))).progress
 
 
 class JavaEvent:
@@ -153,6 +153,37 @@ def test_a_batch_line_carries_its_figures_in_l2mets_form_too(capsys):
         "count#echo.rows_in": "10", "count#echo.rows_out": "40", "count#echo.skipped": "3",
         "measure#echo.batch_ms": "5ms", "sample#echo.lag": "0"}
     assert (line["rows_in"], line["duration_ms"], line["lag"]) == ("10", "5", "0")  # the contract's fields stay
+
+
+def test_a_paced_batchs_wait_is_on_its_line_apart_from_its_duration(monkeypatch, capsys):
+    """A monitor charts a batch's work: the wait for its phase is idle."""
+    monkeypatch.setattr(query_run, "wait_for_phase", lambda began, now, phase_s: 0.02)
+    runs, member = Runs(), Member()
+    run = started(runs, member, RUN_A, {0: 0})
+    run.pace(0, began=0.0, phase_s=0.5)
+    BatchListener("echo", runs, member).batch_done(progress(RUN_A, 0, None, {0: 10}, rows=10, took_ms=900))
+    line = dict(pair.split("=", 1) for pair in capsys.readouterr().out.split())
+    waited = int(line["waited_ms"])
+    assert waited >= 20
+    assert (int(line["duration_ms"]), member.durations) == (900 - waited, [900 - waited])
+    assert line["measure#echo.batch_ms"] == f"{900 - waited}ms"
+
+
+@pytest.mark.parametrize("stop", ["stop_gracefully", "end"])
+def test_a_paced_batch_stops_waiting_as_its_run_is_stopped(monkeypatch, stop):
+    """A rebalance or SIGTERM waits for the running batch: not for its phase."""
+    monkeypatch.setattr(query_run, "wait_for_phase", lambda began, now, phase_s: 60.0)
+    run = QueryRun("echo", {0: 0})
+    run.query = SimpleNamespace(lastProgress=None, status={"isTriggerActive": False, "message": ""},
+                                stop=lambda: None, id="q")
+    pacing = threading.Thread(target=run.pace, args=(0, 0.0, 0.5))
+    pacing.start()
+    if stop == "end":
+        run.end(Ended.REVOKED)
+    else:
+        query_run.stop_gracefully(run)
+    pacing.join(timeout=10)
+    assert not pacing.is_alive()
 
 
 def lines(out):
