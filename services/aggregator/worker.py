@@ -58,10 +58,9 @@ Places = dict[tuple[int, int], tuple[int, int]]  # (partition, line partition) -
 # A batch's groups (None: its summary lists its COPY text), its summary, the places it moved.
 Summarized = tuple[DataFrame | None, Row, Places]
 
-# Its steady batches begin half a second past each second, after the text
-# processor's batch begun on the second has written its words (0.2 to 0.45 s
-# on 2 shared cores): on the second, they waited for the next one
-# (shared.spark.wait_for_phase).
+# Its steady batches begin half a second past the second, once the text
+# processor's batch begun on that second has written its words: begun on the
+# second too, they found those words a second late (shared.spark.wait_for_phase).
 PHASE_S = 0.5
 
 # The COPY text is collected this much at a time (about 750,000 counts of
