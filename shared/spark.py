@@ -351,12 +351,14 @@ def wait_for_phase(began: float, now: float, phase_s: float) -> float:
     reads another's output found only what that one wrote a second before
     (docs/decisions/steady-trigger.md, "Half a second behind the text
     processor"). A batch that returns at a phase point past the second its
-    trigger began in has the next one begin there."""
+    trigger began in has the next one begin there. Never more than an
+    interval and the phase: a clock stepped back during the batch (NTP)
+    must not hold the worker for as long."""
     next_trigger = (began // STEADY_TRIGGER_S + 1) * STEADY_TRIGGER_S  # Spark's, at the latest
     last_point = now - (now - phase_s) % STEADY_TRIGGER_S
     if began < last_point and now >= next_trigger:
         return 0.0  # a long batch (a backlog): what was written since the point it passed waits
-    return next_trigger + phase_s - now
+    return min(next_trigger + phase_s - now, STEADY_TRIGGER_S + phase_s)
 
 
 def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str) -> StreamingQuery:

@@ -118,7 +118,7 @@ class QueryRun:
         second (shared.spark.wait_for_phase), or a stop is asked for. Its
         line tells the wait apart (`waited_ms`), outside its `duration_ms`."""
         seconds = wait_for_phase(began, time.time(), phase_s)
-        if seconds <= 0 or self.ending is not None:
+        if seconds <= 0 or self._stop_asked.is_set():  # set as the run ends, too
             return
         waiting = time.monotonic()
         self._stop_asked.wait(seconds)

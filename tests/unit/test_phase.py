@@ -44,3 +44,7 @@ def test_the_batches_after_a_late_one_begin_at_the_phase_again():
     for took in (1.05, 0.6, 0.7, 0.4):  # late once, then steady
         began = next_begins(began, began + took) + 0.05  # its foreachBatch is called after its plan
     assert began - 0.05 == pytest.approx(SECOND + 4.5)
+
+
+def test_a_clock_stepped_back_during_the_batch_holds_it_no_longer_than_an_interval_and_the_phase():
+    assert wait_for_phase(SECOND + 0.55, SECOND - 3600.0, PHASE_S) == pytest.approx(1.5)
