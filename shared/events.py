@@ -113,5 +113,11 @@ def header(name: str, position: int) -> Column:
 def storable_key(text: Column) -> Column:
     """Whether a string column can be part of a table's key: Postgres text
     holds neither invalid UTF-8 nor NUL, and an index entry has a size limit.
-    (Null for a null column: `where` drops it.)"""
-    return F.is_valid_utf8(text) & ~text.contains("\u0000") & (F.octet_length(text) <= MAX_KEY_BYTES)
+    (False for a null column.)
+
+    Validity is `try_validate_utf8` not null rather than `is_valid_utf8`: the
+    same check, but a static call in the generated code, where
+    `is_valid_utf8` is a method call whose code generation initializes
+    Scala's runtime reflection (1,100 classes, once per JVM, in a cold
+    worker's first batch: docs/decisions/cold-start.md)."""
+    return F.try_validate_utf8(text).isNotNull() & ~text.contains("\u0000") & (F.octet_length(text) <= MAX_KEY_BYTES)

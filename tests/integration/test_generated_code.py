@@ -2,17 +2,21 @@
 micro-batch: a value that changes from batch to batch (the batch's time, the
 aggregator's thresholds) must not be written into the generated code, or
 every batch pays a compilation and loads new classes (shared.events,
-plausible_millis)."""
+plausible_millis). And none of it calls a method whose code generation
+initializes Scala's runtime reflection (below)."""
+
+import re
 
 import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from devstack.local_stack import wait_until
-from services.aggregator.topology import grouped
+from services.aggregator.topology import copy_text, grouped, listed_summary
 from services.anomaly_detector.topology import failed_logins
 from services.text_processor.topology import words
 from shared.events import PLACE_HEADER, line_place, place_value
+from shared.warm_up import kafka_records
 
 WINDOW_SECONDS = 10
 
@@ -60,3 +64,30 @@ def test_a_topologys_later_micro_batches_compile_no_code(spark, worker):
         assert compilations.getCount() - compiled == 0  # classes compiled by the three
     finally:
         query.stop()
+
+
+def static_records(spark) -> DataFrame:
+    place = place_value(line_place(F.col("partition"), F.col("offset"), F.lit(0), F.unix_millis("timestamp")),
+                        F.lit(0))
+    header = F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))
+    return kafka_records(spark, ["The fox", "user_id: u1 | action: login failed"], F.array(header))
+
+
+PLANS = {
+    "text processor": lambda records: words(records, run=7),
+    "aggregator": lambda records: listed_summary(records, WINDOW_SECONDS, {(0, 0, 5): (3, 1)}),
+    "aggregator's copy text": lambda records: copy_text(grouped(records, WINDOW_SECONDS, {}), 2, 1),
+    "anomaly detector": lambda records: failed_logins(records, WINDOW_SECONDS),
+}
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_no_topology_calls_a_method_that_initializes_scalas_reflection(spark, plan):
+    """Spark's Invoke (a method called on a value, as `is_valid_utf8` is
+    made) names its method through Scala's runtime reflection when its code
+    is generated: 1,100 classes initialized in a cold worker's first batch
+    (docs/decisions/cold-start.md). A static call (StaticInvoke) does not."""
+    optimized = PLANS[plan](static_records(spark))._jdf.queryExecution().optimizedPlan().toJSON()
+    classes = set(re.findall(r'"class": ?"([^"]+)"', optimized))
+    assert "org.apache.spark.sql.catalyst.expressions.AttributeReference" in classes, "the plan's expressions are read"
+    assert "org.apache.spark.sql.catalyst.expressions.objects.Invoke" not in classes

@@ -239,3 +239,25 @@ def test_the_slug_has_the_workers_class_archive_and_a_workers_jvm_maps_it():
     class_path = options["spark.driver.extraClassPath"].split(":")
     assert java_maps_the_class_archive(":".join(class_path))
     assert not java_maps_the_class_archive(":".join(reversed(class_path)))
+
+
+def test_the_class_archive_holds_janinos_compiler_and_the_kafka_clients_tls_and_fetching():
+    """Classes the archive's run (no broker) never reaches, and Janino's,
+    whose jar bin/prune-spark unsigns (the classes of a signed jar stay out
+    of an archive), come from it all the same: bin/spark-class-archive loads
+    every class of those jars."""
+    class_path = spark.spark_options("test", SparkConfig())["spark.driver.extraClassPath"]
+
+    def from_the_archive(name):
+        # A class named as the main class is loaded, then the launcher finds no main method.
+        command = [str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"), "-Xshare:on",
+                   f"-XX:SharedArchiveFile={spark.class_archive()}", "-XX:+UseSerialGC", "-Xlog:class+load=info",
+                   "-cp", class_path, name]
+        loaded = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+        assert f"{name} source: " in loaded
+        return f"{name} source: shared objects file" in loaded
+
+    assert from_the_archive("org.codehaus.janino.UnitCompiler")
+    assert from_the_archive("org.apache.kafka.common.security.ssl.DefaultSslEngineFactory")
+    assert from_the_archive("org.apache.kafka.clients.consumer.internals.FetchCollector")
+    assert not from_the_archive("org.apache.spark.deploy.master.ui.MasterPage"), "a class no worker loads"
