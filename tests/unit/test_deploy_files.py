@@ -217,14 +217,17 @@ def test_link_java_runtime_goes_on_with_what_it_cannot_link(tmp_path):
     assert (linked / "release").is_file() and not (tmp_path / "linked.linked").exists()
 
 
+def java_with_the_class_archive(class_path, *arguments):
+    """The slug's Java run with the workers' class-data archive and this class
+    path (-Xshare:on: a JVM that cannot map the archive fails instead of
+    loading the classes one by one, as a worker's JVM silently would)."""
+    command = [str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"), "-Xshare:on",
+               f"-XX:SharedArchiveFile={spark.class_archive()}", "-XX:+UseSerialGC", "-cp", class_path, *arguments]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
 def java_maps_the_class_archive(class_path):
-    """Whether the slug's Java maps the workers' class-data archive with this
-    class path (-Xshare:on: a JVM that cannot, fails instead of loading the
-    classes one by one, as a worker's JVM silently would)."""
-    archive = spark.class_archive()
-    command = [str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"), "-Xshare:on", f"-XX:SharedArchiveFile={archive}",
-               "-XX:+UseSerialGC", "-cp", class_path, "-version"]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True).returncode == 0
+    return java_with_the_class_archive(class_path, "-version").returncode == 0
 
 
 def test_the_slug_has_the_workers_class_archive_and_a_workers_jvm_maps_it():
@@ -250,10 +253,7 @@ def test_the_class_archive_holds_janinos_compiler_and_the_kafka_clients_tls_and_
 
     def from_the_archive(name):
         # A class named as the main class is loaded, then the launcher finds no main method.
-        command = [str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"), "-Xshare:on",
-                   f"-XX:SharedArchiveFile={spark.class_archive()}", "-XX:+UseSerialGC", "-Xlog:class+load=info",
-                   "-cp", class_path, name]
-        loaded = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+        loaded = java_with_the_class_archive(class_path, "-Xlog:class+load=info", name).stdout
         assert f"{name} source: " in loaded
         return f"{name} source: shared objects file" in loaded
 
