@@ -8,7 +8,7 @@ initializes Scala's runtime reflection (below)."""
 import re
 
 import pytest
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from devstack.local_stack import wait_until
@@ -28,11 +28,16 @@ def kafka_stream(spark, value) -> DataFrame:
                        F.col("value").alias("offset"), "timestamp").withColumn("value", value.cast("binary"))
 
 
+def place_headers(run: int) -> Column:
+    """A `place` header as the text processor writes it: each record a line of its own, of `run`."""
+    place = place_value(line_place(F.col("partition"), F.col("offset"), F.lit(run), F.unix_millis("timestamp")),
+                        F.lit(0))
+    return F.array(F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value")))
+
+
 def word_records(spark) -> DataFrame:
     stream = kafka_stream(spark, F.concat(F.lit("w"), (F.col("n") % 50).cast("string")))
-    place = place_value(line_place(F.col("partition"), F.col("offset"), F.lit(5), F.unix_millis("timestamp")),
-                        F.lit(0))
-    return stream.withColumn("headers", F.array(F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))))
+    return stream.withColumn("headers", place_headers(5))
 
 
 def each_batch(aggregate):
@@ -67,10 +72,7 @@ def test_a_topologys_later_micro_batches_compile_no_code(spark, worker):
 
 
 def static_records(spark) -> DataFrame:
-    place = place_value(line_place(F.col("partition"), F.col("offset"), F.lit(0), F.unix_millis("timestamp")),
-                        F.lit(0))
-    header = F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))
-    return kafka_records(spark, ["The fox", "user_id: u1 | action: login failed"], F.array(header))
+    return kafka_records(spark, ["The fox", "user_id: u1 | action: login failed"], place_headers(0))
 
 
 PLANS = {
