@@ -22,17 +22,20 @@ from shared.logs import log
 # generated and compiled, the Kafka clients' first connections) and reads
 # each of their records with code the JIT has not compiled yet, so a small
 # first batch commits progress sooner, and the next run reads full batches
-# on a warmer JVM. Full batches under 50,000 records gain nothing from it
+# on a warmer JVM. Full batches under 50,000 records gain nothing from it.
+# Nor does a backlog of two such batches or fewer: read in one batch it is
+# all stored a second or more sooner, its first progress a few tenths later
 # (docs/decisions/cold-start.md).
 COLD_FRACTION = 200
 COLD_LEAST_RECORDS = 50_000 // COLD_FRACTION
+COLD_BACKLOG_BATCHES = 2
 
 
-def cold_records(records: int) -> int | None:
+def cold_records(records: int, backlog: int) -> int | None:
     """How many records a cold process's first batch reads when full ones
-    read `records`; None: as many."""
+    read `records` and `backlog` records wait; None: as many."""
     first = records // COLD_FRACTION
-    return first if first >= COLD_LEAST_RECORDS else None
+    return first if first >= COLD_LEAST_RECORDS and backlog > COLD_BACKLOG_BATCHES * first else None
 
 
 class BatchSize:

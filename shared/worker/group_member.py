@@ -46,7 +46,7 @@ from kafka.structs import OffsetAndMetadata
 from shared import commit_note
 from shared.config import KafkaConfig
 from shared.logs import log
-from shared.offsets import LATEST, Offsets, Ranges
+from shared.offsets import EARLIEST, LATEST, Offsets, Ranges
 from shared.outages import kafka_outage
 from shared.worker import kafka_join
 
@@ -186,13 +186,22 @@ class GroupMember(ConsumerRebalanceListener):
     def offset_range(self, partition: int, starting: int) -> tuple[int, int]:
         """(first, end): the offsets of `partition` from `starting` (an
         offset, or EARLIEST or LATEST) to its end."""
-        tp = TopicPartition(self.topic, partition)
+        return self.offset_ranges({partition: starting})[partition]
 
-        def read() -> tuple[int, int]:
-            end = self._consumer.end_offsets([tp])[tp]
-            if starting >= 0:
-                return starting, end
-            return (end if starting == LATEST else self._consumer.beginning_offsets([tp])[tp]), end
+    def offset_ranges(self, starting: Offsets) -> dict[int, tuple[int, int]]:
+        """offset_range of each partition of `starting`, asked of the brokers at once."""
+        tps = {partition: TopicPartition(self.topic, partition) for partition in starting}
+
+        def read() -> dict[int, tuple[int, int]]:
+            ends = self._consumer.end_offsets(list(tps.values()))
+            earliest = [tps[partition] for partition, offset in starting.items() if offset == EARLIEST]
+            beginnings = self._consumer.beginning_offsets(earliest) if earliest else {}
+            ranges = {}
+            for partition, tp in tps.items():
+                offset = starting[partition]
+                first = ends[tp] if offset == LATEST else beginnings[tp] if offset == EARLIEST else offset
+                ranges[partition] = (first, ends[tp])
+            return ranges
         return self._outage.retry(read)
 
     def close(self) -> None:

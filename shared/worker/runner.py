@@ -196,7 +196,7 @@ class Supervisor:
 
     def run(self) -> None:
         history = History()
-        cold = True  # until a small first run has stored its batch
+        cold = True  # until a run has stored a batch
         while (partitions := self.member.wait_for_partitions()) is not None:
             if self.warming:
                 self.warming.cut()  # the query needs the cores now
@@ -204,10 +204,10 @@ class Supervisor:
                 ended = RunEnded(Ended.SPARK_LOST, error=lost)
             else:
                 records = self.context.batch_size.records
-                first = cold_records(records) if cold else None
-                query_run, error = self.run_query(self.resume_from(partitions), first or records,
-                                                  one_batch=bool(first))
-                cold = cold and query_run.ending is not Ended.RESIZED  # resized: a batch went through
+                starting = self.resume_from(partitions)
+                first = cold_records(records, self.backlog(starting)) if cold else None
+                query_run, error = self.run_query(starting, first or records, one_batch=bool(first))
+                cold = cold and not query_run.stored_a_batch()
                 ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)
             while True:
@@ -299,6 +299,10 @@ class Supervisor:
     def resume_from(self, partitions: tuple[int, ...]) -> Offsets:
         """Where a run on `partitions` begins: the stored offsets."""
         return starting_offsets(partitions, self.context.progress, self.context.config.spark.start_from)
+
+    def backlog(self, starting: Offsets) -> int:
+        """How many records wait from `starting` on."""
+        return sum(end - first for first, end in self.member.offset_ranges(starting).values())
 
     # What shared.worker.search needs.
 

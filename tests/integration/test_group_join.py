@@ -1,13 +1,15 @@
 """A copy's group member against a real broker: a join that finishes while
 no poll waits for it gives its partitions at the next poll
 (shared.worker.kafka_join), whether the member asked for it or new
-metadata did."""
+metadata did; the offsets it reads for a cold start's backlog."""
 
 import threading
 import uuid
 
+from devstack.kafka_io import produce
 from devstack.local_stack import wait_until
 from shared.config import load
+from shared.offsets import EARLIEST, LATEST
 from shared.worker.group_member import GroupMember
 
 
@@ -45,5 +47,17 @@ def test_a_rejoin_for_new_metadata_that_finishes_between_two_polls_gives_its_par
         wait_until(lambda: poll_at_once(member), 10, "the partitions")
         assert member.partitions == (0, 1)
         assert len(assignments()) == 2  # taken, not joined again
+    finally:
+        member.close()
+
+
+def test_the_offset_ranges_of_a_backlog_begin_at_a_stored_offset_the_earliest_or_the_latest(stack, prefix):
+    topic = prefix + "textlines"
+    produce(stack, topic, ["a line"] * 5, partition=0)
+    produce(stack, topic, ["a line"] * 3, partition=1)
+    member = GroupMember(load(stack.environment(prefix)).kafka, "text-processor", "textlines", threading.Event())
+    try:
+        assert member.offset_ranges({0: 2, 1: EARLIEST}) == {0: (2, 5), 1: (0, 3)}
+        assert member.offset_ranges({0: LATEST, 1: 1}) == {0: (5, 5), 1: (1, 3)}
     finally:
         member.close()
