@@ -249,6 +249,7 @@ def test_the_class_archive_holds_janinos_compiler_and_the_kafka_clients_tls_and_
     whose jar bin/prune-spark unsigns (the classes of a signed jar stay out
     of an archive), come from it all the same: bin/spark-class-archive loads
     every class of those jars."""
+    the_slug()
     class_path = spark.spark_options("test", SparkConfig())["spark.driver.extraClassPath"]
 
     def from_the_archive(name):
