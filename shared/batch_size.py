@@ -12,6 +12,8 @@ of a few records only to measure them paid the first batch's fixed cost
 twice (docs/decisions/batch-bytes.md).
 """
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
@@ -31,11 +33,12 @@ COLD_LEAST_RECORDS = 50_000 // COLD_FRACTION
 COLD_BACKLOG_BATCHES = 2
 
 
-def cold_records(records: int, backlog: int) -> int | None:
+def cold_records(records: int, backlog: Callable[[], int]) -> int | None:
     """How many records a cold process's first batch reads when full ones
-    read `records` and `backlog` records wait; None: as many."""
+    read `records` and `backlog()` records wait (asked of the brokers only
+    when a small first batch is possible); None: as many."""
     first = records // COLD_FRACTION
-    return first if first >= COLD_LEAST_RECORDS and backlog > COLD_BACKLOG_BATCHES * first else None
+    return first if first >= COLD_LEAST_RECORDS and backlog() > COLD_BACKLOG_BATCHES * first else None
 
 
 class BatchSize:

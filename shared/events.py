@@ -118,6 +118,6 @@ def storable_key(text: Column) -> Column:
     Validity is `try_validate_utf8` not null rather than `is_valid_utf8`: the
     same check, but a static call in the generated code, where
     `is_valid_utf8` is a method call whose code generation initializes
-    Scala's runtime reflection (1,100 classes, once per JVM, in a cold
-    worker's first batch: docs/decisions/cold-start.md)."""
+    Scala's runtime reflection, in a cold worker's first batch
+    (docs/decisions/cold-start.md)."""
     return F.try_validate_utf8(text).isNotNull() & ~text.contains("\u0000") & (F.octet_length(text) <= MAX_KEY_BYTES)

@@ -56,8 +56,9 @@ kafka_join.install()  # before any consumer joins a group
 # handing partitions over waits for the running batch, and the member must
 # stay in the group meanwhile.
 SESSION_TIMEOUT_MS = 30_000
-# The last commit, leaving the group and the data-loss lookup, each bounded:
-# a copy must be gone 30 s after SIGTERM (shared.worker.query_run.STOP_SECONDS_AT_MOST).
+# The last commit, leaving the group, the data-loss lookup and the offset
+# ranges, each bounded: a copy must be gone 30 s after SIGTERM
+# (shared.worker.query_run.STOP_SECONDS_AT_MOST).
 STOP_STEP_TIMEOUT_MS = 4_000
 
 
@@ -193,9 +194,11 @@ class GroupMember(ConsumerRebalanceListener):
         tps = {partition: TopicPartition(self.topic, partition) for partition in starting}
 
         def read() -> dict[int, tuple[int, int]]:
-            ends = self._consumer.end_offsets(list(tps.values()))
+            # kafka-python would wait 30 s for a broker that is away; the
+            # outage's retry checks for a stop between tries.
+            ends = self._consumer.end_offsets(list(tps.values()), timeout_ms=STOP_STEP_TIMEOUT_MS)
             earliest = [tps[partition] for partition, offset in starting.items() if offset == EARLIEST]
-            beginnings = self._consumer.beginning_offsets(earliest) if earliest else {}
+            beginnings = self._consumer.beginning_offsets(earliest, timeout_ms=STOP_STEP_TIMEOUT_MS) if earliest else {}
             ranges = {}
             for partition, tp in tps.items():
                 offset = starting[partition]

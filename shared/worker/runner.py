@@ -205,7 +205,7 @@ class Supervisor:
             else:
                 records = self.context.batch_size.records
                 starting = self.resume_from(partitions)
-                first = cold_records(records, self.backlog(starting)) if cold else None
+                first = cold_records(records, lambda: self.backlog(starting)) if cold else None
                 query_run, error = self.run_query(starting, first or records, one_batch=bool(first))
                 cold = cold and not query_run.stored_a_batch()
                 ended = self.outcome(query_run, error)

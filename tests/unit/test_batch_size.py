@@ -36,26 +36,33 @@ def test_one_record_over_the_budget_still_makes_batches_of_one():
     assert size.records == 1
 
 
-BIG_BACKLOG = 10_000_000
+def big_backlog() -> int:
+    return 10_000_000
 
 
 def test_a_cold_process_reads_a_200th_of_a_full_batch_first_unless_that_is_under_250_records():
-    assert cold_records(100_000, BIG_BACKLOG) == 500  # the text processor's
-    assert cold_records(2_000_000, BIG_BACKLOG) == 10_000  # the aggregator's
-    assert cold_records(50_000, BIG_BACKLOG) == 250
-    assert cold_records(49_999, BIG_BACKLOG) is None  # small batches already: no run to spare
-    assert cold_records(500, BIG_BACKLOG) is None
+    assert cold_records(100_000, big_backlog) == 500  # the text processor's
+    assert cold_records(2_000_000, big_backlog) == 10_000  # the aggregator's
+    assert cold_records(50_000, big_backlog) == 250
+    assert cold_records(49_999, big_backlog) is None  # small batches already: no run to spare
+    assert cold_records(500, big_backlog) is None
 
 
 def test_a_backlog_of_up_to_two_cold_batches_is_read_whole_by_the_first_batch():
     """A second query run costs a cold JVM more than those records do."""
-    assert cold_records(100_000, 1_000) is None
-    assert cold_records(100_000, 1_001) == 500
-    assert cold_records(100_000, 0) is None  # nothing waiting
+    assert cold_records(100_000, lambda: 1_000) is None
+    assert cold_records(100_000, lambda: 1_001) == 500
+    assert cold_records(100_000, lambda: 0) is None  # nothing waiting
+
+
+def test_the_backlog_is_asked_for_only_when_a_small_first_batch_is_possible():
+    def not_asked() -> int:
+        raise AssertionError("the brokers asked for nothing")
+    assert cold_records(49_999, not_asked) is None
 
 
 def test_the_aggregators_cold_first_batch_is_summarized_and_listed_in_one_spark_job():
     """However long its words, its COPY text fits the one part a listed
     summary holds: a second job is a cold JVM's first of its kind."""
-    first = cold_records(AGGREGATOR.batch_records, BIG_BACKLOG)
+    first = cold_records(AGGREGATOR.batch_records, big_backlog)
     assert first is not None and first * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES
