@@ -40,7 +40,8 @@ from shared.parts import in_part
 # A record's status: small numbers group faster than names.
 COUNTED, REPEATED, BAD_TIME, BAD_KEY = 0, 1, 2, 3
 SKIPPED = {REPEATED: "repeated", BAD_TIME: "bad_time", BAD_KEY: "bad_key"}
-# What identifies a run of words in a batch, and what orders places.
+# What a count is of, what identifies a run of words in a batch, and what orders places.
+COUNT_KEY = ("status", "window_start", "word")
 RUN = ("partition", "line_partition", "run")
 PLACE = ("line_offset", "word_index")
 
@@ -146,13 +147,27 @@ def _at_or_below_threshold() -> Column:
 def grouped(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
     """A micro-batch's records grouped two ways, in one aggregation over them:
 
-    * per (status, window_start, word): `n`, the records of that count;
-    * per run (partition, line_partition, run): its first offset in the
-      batch, its lowest line offset and its highest place, to find repeats
-      across runs and the new thresholds."""
-    return classified(words, window_seconds, thresholds).groupingSets(
-        [["status", "window_start", "word"], list(RUN)], "status", "window_start", "word", *RUN,
-    ).agg(*_group_aggregations())
+    * per (status, window_start, word), `is_count` 1: `n`, the records of that count;
+    * per run (partition, line_partition, run), `is_count` 0: its first offset
+      in the batch, its lowest line offset and its highest place, to find
+      repeats across runs and the new thresholds.
+
+    Each record is grouped twice, once under each key, the other key's
+    columns null (not with grouping sets: their Expand hides the input's
+    partitioning from the planner, which then shuffles even a batch read by
+    one task: listed_summary)."""
+    return (classified(words, window_seconds, thresholds).select(_keyed_twice(), "offset", *PLACE)
+            .groupBy("is_count", *COUNT_KEY, *RUN).agg(*_group_aggregations()))
+
+
+@functools.cache
+def _keyed_twice() -> Column:
+    """Each record as two rows, keyed by its count and by its run."""
+    def keyed(is_count: bool) -> Column:
+        return F.struct(F.lit(int(is_count)).alias("is_count"),
+                        *[F.when(F.lit(is_count), F.col(name)).alias(name) for name in COUNT_KEY],
+                        *[F.when(F.lit(not is_count), F.col(name)).alias(name) for name in RUN])
+    return F.inline(F.array(keyed(True), keyed(False)))
 
 
 @functools.cache
@@ -165,8 +180,7 @@ def _group_aggregations() -> list[Column]:
     return [F.count("*").alias("n"), F.min("offset").alias("first_offset"),
             F.min("line_offset").alias("lowest_line_offset"),
             F.max("line_offset").alias("highest_line_offset"),
-            F.max_by("word_index", "offset").alias("highest_word_index"),
-            F.grouping("run").alias("is_count")]
+            F.max_by("word_index", "offset").alias("highest_word_index")]
 
 
 def summary(groups: DataFrame) -> DataFrame:
@@ -179,11 +193,10 @@ def summary(groups: DataFrame) -> DataFrame:
 
 def listed_summary(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
     """The summary of a batch of words known to be small, and its COPY text
-    itself (`lines`): one Spark job, nothing cached. (Not in one task, as the
-    anomaly detector's: the grouping sets' Expand hides a single partition
-    from the planner, which shuffles anyway.)"""
+    itself (`lines`), made by one task in one stage: read, grouped and summed
+    up with no shuffle, nothing cached."""
     lines = F.string_agg(F.when(_is_word(), _copy_line()), "\n").alias("lines")
-    return grouped(words, window_seconds, thresholds).agg(*_summary_columns(), lines)
+    return grouped(words.coalesce(1), window_seconds, thresholds).agg(*_summary_columns(), lines)
 
 
 @functools.cache

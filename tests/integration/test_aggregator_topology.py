@@ -193,7 +193,9 @@ def test_a_small_batchs_summary_lists_the_same_copy_text_itself(spark):
     records += [record(None, T0), record("overflow", T0, header_value=b"99999999999999999")]
     whole = summary(spark, records, thresholds={(0, 0): (100, 0)})
     frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
-    listed = topology.listed_summary(frame, 10, {(0, 0): (100, 0)}).first().asDict()
+    small = topology.listed_summary(frame, 10, {(0, 0): (100, 0)})
+    assert "Exchange" not in small._jdf.queryExecution().executedPlan().toString()  # one stage: no shuffle
+    listed = small.first().asDict()
     assert sorted(listed.pop("lines").split("\n")) == sorted(whole.lines.split("\n"))
     assert sorted(listed.pop("runs")) == sorted(whole.runs)
     assert listed == {key: value for key, value in vars(whole).items() if key not in ("lines", "parts", "runs")}
