@@ -141,9 +141,16 @@ class QueryRun:
             return self._reported_end
 
     def stored_a_batch(self) -> bool:
+        """Whether its last batch went through."""
         assert self.query is not None
         last = self.query.lastProgress
         return last is not None and not self.abandoned(last.batchId)
+
+    def stored_any_batch(self) -> bool:
+        """Whether any of its batches went through: its last may be one that
+        began as it ended, and stored nothing (stop_gracefully)."""
+        assert self.query is not None
+        return any(not self.abandoned(progress.batchId) for progress in self.query.recentProgress)
 
     def batch_done(self, progress: Any) -> dict[str, Any] | None:
         """Listener thread: the batch's fields for its log line, or None if

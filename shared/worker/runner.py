@@ -207,7 +207,7 @@ class Supervisor:
                 starting = self.resume_from(partitions)
                 first = cold_records(records, lambda: self.backlog(starting)) if cold else None
                 query_run, error = self.run_query(starting, first or records, one_batch=bool(first))
-                cold = cold and not query_run.stored_a_batch()
+                cold = cold and not query_run.stored_any_batch()
                 ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)
             while True:

@@ -49,7 +49,8 @@ class Member:
 def query(run_id):
     def stop():
         started.isActive = False
-    started = SimpleNamespace(id=f"id-{run_id}", runId=run_id, lastProgress=None, isActive=True, stop=stop)
+    started = SimpleNamespace(id=f"id-{run_id}", runId=run_id, lastProgress=None, recentProgress=[], isActive=True,
+                              stop=stop)
     return started
 
 
@@ -123,6 +124,20 @@ def test_an_abandoned_batch_writes_no_line_and_hands_no_offsets_over(capsys):
     BatchListener("echo", runs, member).batch_done(progress(RUN_A, 0, None, {0: 10}, rows=10))
     assert (member.reports, capsys.readouterr().out) == ([], "")
     assert (run.ending, str(run.error)) == (Ended.FAILED, "fenced")
+
+
+def test_a_run_whose_last_batch_a_stop_cut_short_still_stored_the_one_before():
+    """A cold run ends after its first stored batch; on a backlog the next
+    batch has begun, and stores nothing. The process is warm all the same:
+    its next run reads full batches, not another cold one."""
+    run = started(Runs(), Member(), RUN_A, {0: 0})
+    assert not run.stored_any_batch()
+    batches = [progress(RUN_A, 0, None, {0: 10}, rows=10), progress(RUN_A, 1, {0: 10}, {0: 20}, rows=10)]
+    run.abandon(1)
+    run.query.recentProgress, run.query.lastProgress = batches, batches[-1]
+    assert (run.stored_a_batch(), run.stored_any_batch()) == (False, True)
+    run.abandon(0)
+    assert not run.stored_any_batch()
 
 
 def test_a_batch_that_read_nothing_writes_no_line_but_hands_its_offsets_over(capsys):
