@@ -12,6 +12,7 @@ import pytest
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
+from shared.batch_size import BatchSize
 from shared.config import load
 from shared.launch import Launch, Launched
 from shared.worker import Worker, query_run, runner
@@ -49,8 +50,7 @@ class Member:
 def query(run_id):
     def stop():
         started.isActive = False
-    started = SimpleNamespace(id=f"id-{run_id}", runId=run_id, lastProgress=None, recentProgress=[], isActive=True,
-                              stop=stop)
+    started = SimpleNamespace(id=f"id-{run_id}", runId=run_id, lastProgress=None, isActive=True, stop=stop)
     return started
 
 
@@ -126,18 +126,30 @@ def test_an_abandoned_batch_writes_no_line_and_hands_no_offsets_over(capsys):
     assert (run.ending, str(run.error)) == (Ended.FAILED, "fenced")
 
 
-def test_a_run_whose_last_batch_a_stop_cut_short_still_stored_the_one_before():
-    """A cold run ends after its first stored batch; on a backlog the next
-    batch has begun, and stores nothing. The process is warm all the same:
-    its next run reads full batches, not another cold one."""
-    run = started(Runs(), Member(), RUN_A, {0: 0})
-    assert not run.stored_any_batch()
-    batches = [progress(RUN_A, 0, None, {0: 10}, rows=10), progress(RUN_A, 1, {0: 10}, {0: 20}, rows=10)]
-    run.abandon(1)
-    run.query.recentProgress, run.query.lastProgress = batches, batches[-1]
-    assert (run.stored_a_batch(), run.stored_any_batch()) == (False, True)
-    run.abandon(0)
-    assert not run.stored_any_batch()
+def test_a_cold_run_whose_stop_cut_its_next_batch_short_is_followed_by_full_batches():
+    """A process's first run reads a 200th of a batch and ends after its
+    first stored batch; the batch that began as it stopped stores nothing.
+    The next run reads full batches: the process is warm."""
+    partitions = iter([(0,), (0,), None])
+    member = SimpleNamespace(topic=TOPIC, wait_for_partitions=lambda: next(partitions),
+                             offset_ranges=lambda starting: {0: (0, 10_000_000)})
+    context = SimpleNamespace(kafka=None, batch_size=BatchSize(200_000, None), stop_requested=threading.Event())
+    supervisor = runner.Supervisor(Worker(name="echo", topic="textlines", batch_records=200_000, start_query=None),
+                                   SimpleNamespace(lost=lambda: None), member, context, Runs(), None)
+    read = []
+
+    def run_query(starting, records, one_batch=False):
+        read.append(records)
+        run = QueryRun("echo", starting)
+        batches = [progress(RUN_A, 0, None, {0: records}, rows=records),
+                   progress(RUN_A, 1, {0: records}, {0: 2 * records}, rows=records)]
+        run.query = SimpleNamespace(lastProgress=batches[-1], recentProgress=batches)
+        run.abandon(1)
+        run.end(Ended.RESIZED if one_batch else Ended.STOPPED)
+        return run, None
+    supervisor.resume_from, supervisor.run_query = lambda partitions: {0: 0}, run_query
+    supervisor.run()
+    assert read == [1_000, 200_000]
 
 
 def test_a_batch_that_read_nothing_writes_no_line_but_hands_its_offsets_over(capsys):
