@@ -149,6 +149,8 @@ class QueryRun:
     def stored_any_batch(self) -> bool:
         """Whether any of its batches went through: its last may be one that
         began as it ended, and stored nothing (stop_gracefully)."""
+        if self.stored_a_batch():  # one call into the JVM, not one per recent batch
+            return True
         assert self.query is not None
         return any(not self.abandoned(progress.batchId) for progress in self.query.recentProgress)
 
