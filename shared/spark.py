@@ -8,6 +8,7 @@ import os
 import sys
 from concurrent.futures import Future
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,22 @@ CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointin
 JVM_MEMORY_OPTIONS = ("-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000", "-XX:MaxHeapFreeRatio=50")
 INITIAL_OLD_GENERATION_MB = 64
 YOUNG_GENERATION_MB = 64
-# The JIT without C2, its optimizing compiler: every method compiled by C1
-# alone, at once and without profiling.
-C1_ONLY = "-XX:TieredStopAtLevel=1"
+
+
+class Jit(Enum):
+    """How a driver's JVM compiles its hot code: HotSpot's C1 compiles at
+    once, its C2 later and better (docs/decisions/jit.md)."""
+
+    # C1, then C2 for the hottest code: the fastest code once warm.
+    TIERED = ()
+    # Tiered, but C2 leaves the code Spark runs per batch rather than per
+    # record (its planning, scheduling and task serialization:
+    # jit-directives.json) to C1: on 2 cores C2 spent a third of its time on
+    # it, beside the batches.
+    TIERED_RECORDS = ("-XX:+UnlockDiagnosticVMOptions",
+                      f"-XX:CompilerDirectivesFile={Path(__file__).with_name('jit-directives.json')}")
+    # C1 alone, every method compiled at once and without profiling.
+    C1_ONLY = ("-XX:TieredStopAtLevel=1",)
 
 
 @dataclass(frozen=True)
@@ -70,14 +84,13 @@ class DriverJvm:
     # cycled through it, and a worker that allocates fast spends less time
     # in collections (each stops every task) with more.
     young_generation_mb: int = YOUNG_GENERATION_MB
-    # Whether it compiles hot code with C2 as well as C1: the fastest code
-    # once warm, but on 2 cores C2 compiles beside a cold start's first
-    # batches for their whole length (docs/decisions/jit.md).
-    optimizing_jit: bool = True
+    # On 2 cores C2 compiles beside a cold start's first batches for their
+    # whole length: each worker's choice is measured (docs/decisions/jit.md).
+    jit: Jit = Jit.TIERED
 
     def options(self) -> list[str]:
         return [f"-Xms{self.young_generation_mb + INITIAL_OLD_GENERATION_MB}m", f"-Xmn{self.young_generation_mb}m",
-                *([] if self.optimizing_jit else [C1_ONLY])]
+                *self.jit.value]
 
 
 # What Spark's status store keeps of past jobs, stages and SQL executions

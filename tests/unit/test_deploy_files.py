@@ -262,3 +262,17 @@ def test_the_class_archive_holds_janinos_compiler_and_the_kafka_clients_tls_and_
     assert from_the_archive("org.apache.kafka.common.security.ssl.DefaultSslEngineFactory")
     assert from_the_archive("org.apache.kafka.clients.consumer.internals.FetchCollector")
     assert not from_the_archive("org.apache.spark.deploy.master.ui.MasterPage"), "a class no worker loads"
+
+
+def test_the_slugs_java_takes_the_compiler_directives_and_keeps_c2_off_what_they_name():
+    """A directives file the JVM cannot find or parse stops it before it
+    starts (then no aggregator would start): the slug's Java takes this
+    one, and keeps C2 off the packages it names (Jit.TIERED_RECORDS)."""
+    slug, _ = the_slug()
+    started = subprocess.run([str(slug / ".jdk" / "bin" / "java"), *spark.Jit.TIERED_RECORDS.value, "-XX:+CompilerDirectivesPrint", "-version"],
+                             capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0, started.stdout + started.stderr
+    directive = started.stdout.split("Directive: (default)")[0]
+    assert "org/apache/spark/sql/catalyst/analysis/*.*" in directive
+    assert "Exclude:true" in directive.split("c2 directives:")[1]
+    assert "Exclude:true" not in directive.split("c2 directives:")[0], "C1 compiles what it names"
