@@ -269,8 +269,9 @@ def test_the_slugs_java_takes_the_compiler_directives_and_keeps_c2_off_what_they
     starts (then no aggregator would start): the slug's Java takes this
     one, and keeps C2 off the packages it names (Jit.TIERED_RECORDS)."""
     slug, _ = the_slug()
-    started = subprocess.run([str(slug / ".jdk" / "bin" / "java"), *spark.Jit.TIERED_RECORDS.value, "-XX:+CompilerDirectivesPrint", "-version"],
-                             capture_output=True, text=True, timeout=60)
+    java = [str(slug / ".jdk" / "bin" / "java"), *spark.Jit.TIERED_RECORDS.value]
+    started = subprocess.run([*java, "-XX:+CompilerDirectivesPrint", "-version"], capture_output=True, text=True,
+                             timeout=60)
     assert started.returncode == 0, started.stdout + started.stderr
     directive = started.stdout.split("Directive: (default)")[0]
     assert "org/apache/spark/sql/catalyst/analysis/*.*" in directive
