@@ -68,8 +68,8 @@ class Jit(Enum):
     TIERED = ()
     # Tiered, but C2 leaves the code Spark runs per batch rather than per
     # record (its planning, scheduling and task serialization:
-    # jit-directives.json) to C1: on 2 cores C2 spent a third of its time on
-    # it, beside the batches.
+    # jit-directives.json) to C1: a third of C2's compiling went to that
+    # code, on the same 2 cores as the batches.
     TIERED_RECORDS = ("-XX:+UnlockDiagnosticVMOptions",
                       f"-XX:CompilerDirectivesFile={Path(__file__).with_name('jit-directives.json')}")
     # C1 alone, every method compiled at once and without profiling.
