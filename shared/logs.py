@@ -1,14 +1,22 @@
 """One `key=value` line per event on stdout, the Heroku way."""
 
 import sys
+import threading
 
 from shared.config import DYNO
+
+# Threads log at once (a batch's line, an alert's, a retention's). `print`
+# writes a line and its newline in two calls, between which another thread's
+# line could come: two events on one line, which no log reader would parse.
+_WRITING = threading.Lock()
 
 
 def log(event: str, **fields: object) -> None:
     pairs = {"event": event, "dyno": DYNO, **fields}
-    print(" ".join(f"{key}={_value(value)}" for key, value in pairs.items()),
-          file=sys.stdout, flush=True)
+    line = " ".join(f"{key}={_value(value)}" for key, value in pairs.items()) + "\n"
+    with _WRITING:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def _value(value: object) -> str:
