@@ -6,10 +6,9 @@ happens while it starts (shared.launch)."""
 from shared.launch import Launch, begin
 from shared.spark import DriverJvm, Jit
 
-# C2 for its records' code, not for Spark's planning and scheduling: each
-# batch plans anew, and a third of C2's compiling went to that code. Without
-# it the aggregator commits first, and drains, sooner, and reads more words
-# a CPU second; the text processor's drain was slower (docs/decisions/jit.md).
+# C2 for its records' code only (Jit.TIERED_RECORDS): it commits first, and
+# drains, sooner, and reads more words a CPU second; the text processor's
+# drain was slower with it (docs/decisions/jit.md).
 LAUNCH = Launch("aggregator", needs_database=True, jvm=DriverJvm(jit=Jit.TIERED_RECORDS))
 
 if __name__ == "__main__":
