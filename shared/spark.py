@@ -215,18 +215,27 @@ def driver_class_path(connector_jars: list[str]) -> list[str]:
             *(os.path.relpath(jar) for jar in connector_jars)]
 
 
-def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm()) -> dict[str, str]:
-    """Every worker's Spark configuration, on a dyno or a cluster."""
+def connector_jars() -> list[str]:
+    """The Kafka connector's pinned jars (`make jars`); the process ends if there are none."""
     jars = sorted(str(jar) for jar in CONNECTOR_JARS.glob("*.jar"))
     if not jars:
         sys.exit(f"error: no Spark Kafka connector jars in {CONNECTOR_JARS}; run `make jars`")
+    return jars
+
+
+def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm()) -> dict[str, str]:
+    """Every worker's Spark configuration, on a dyno or a cluster."""
     english = "-Duser.language=en -Duser.country=US"  # locale-independent lower-casing
     archive = class_archive()
     return {
         "spark.app.name": app_name,
         "spark.master": config.master,
         "spark.driver.memory": driver_memory(config.driver_memory),
-        "spark.driver.extraClassPath": ":".join(driver_class_path(jars)),
+        # The connector's jars are on the driver's class path, and in
+        # `spark.jars` only on a cluster (cluster_options): in local mode
+        # Spark copied them into a temporary folder at each start, for the
+        # executor in the same JVM.
+        "spark.driver.extraClassPath": ":".join(driver_class_path(connector_jars())),
         "spark.driver.extraJavaOptions": " ".join([
             english,
             f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
@@ -236,7 +245,6 @@ def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm
             *([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []),
         ]),
         "spark.executor.extraJavaOptions": english,  # on a cluster
-        "spark.jars": ",".join(jars),  # a cluster's executors fetch them from the driver
         "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
@@ -279,7 +287,8 @@ def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm
 
 
 def cluster_options(config: SparkConfig) -> dict[str, str]:
-    """A driver's options on a cluster: executor sizing, and Spark's RPC
+    """A driver's options on a cluster: executor sizing, the connector's
+    jars (the executors fetch them from the driver), and Spark's RPC
     authenticated and encrypted (AES-GCM), as the executors fetch the Kafka
     TLS material through it (``cluster_secrets``)."""
     sizing = {"spark.executor.memory": config.executor_memory,
@@ -287,6 +296,7 @@ def cluster_options(config: SparkConfig) -> dict[str, str]:
               "spark.cores.max": config.cores_max}
     return {
         **{name: str(value) for name, value in sizing.items() if value},
+        "spark.jars": ",".join(connector_jars()),
         "spark.authenticate": "true",
         "spark.network.crypto.enabled": "true",
     }

@@ -18,7 +18,15 @@ from devstack.local_stack import ROOT
 from services.workers import WORKERS
 from shared import config as config_module
 from shared.config import ConfigError, SparkConfig, load
-from shared.spark import REDACTED, Jit, cluster_options, cluster_secrets, driver_memory, spark_options
+from shared.spark import (
+    REDACTED,
+    Jit,
+    cluster_options,
+    cluster_secrets,
+    connector_jars,
+    driver_memory,
+    spark_options,
+)
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +261,9 @@ def test_a_cluster_driver_is_sized_and_its_secret_kept_out_of_the_command_line(t
     assert (options["spark.executor.memory"], options["spark.executor.cores"], options["spark.cores.max"],
             options["spark.authenticate"], options["spark.network.crypto.enabled"]) == \
         ("4g", "2", "16", "true", "true")
+    # The executors fetch the connector from the driver; a driver alone has it on its class path.
+    assert options["spark.jars"] == ",".join(connector_jars())
+    assert "spark.jars" not in spark_options("aggregator", load(tls_env).spark)
     secrets = cluster_secrets(config.spark, config.kafka)
     assert secrets["spark.authenticate.secret"] == "s3cr3t-value"
     assert secrets["spark.executorEnv.SPARK_KAFKA_CLIENT_KEY"] == config.kafka.client_key_pkcs8
