@@ -232,9 +232,9 @@ def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm
         "spark.master": config.master,
         "spark.driver.memory": driver_memory(config.driver_memory),
         # The connector's jars are on the driver's class path, and in
-        # `spark.jars` only on a cluster (cluster_options): in local mode
-        # Spark copied them into a temporary folder at each start, for the
-        # executor in the same JVM.
+        # `spark.jars` only on a cluster (cluster_options): in local mode the
+        # executor shares this class path, and Spark would copy them into a
+        # temporary folder at each start for it all the same.
         "spark.driver.extraClassPath": ":".join(driver_class_path(connector_jars())),
         "spark.driver.extraJavaOptions": " ".join([
             english,
