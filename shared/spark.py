@@ -167,6 +167,26 @@ def _options(app_name: str, config: SparkConfig, jvm: DriverJvm) -> dict[str, st
     return options
 
 
+def pinned_jvm_thread(spark: SparkSession, name: str) -> int | None:
+    """The Linux thread id of the JVM thread that runs this Python thread's
+    Py4J calls (PySpark pins one to each Python thread), renamed `name` to
+    be found among the JVM's threads (Linux keeps 15 characters of it).
+    None if the JVM is not this process's child or no thread has that name."""
+    context = spark.sparkContext
+    jvm_process = getattr(context._gateway, "proc", None)
+    if jvm_process is None or context._jvm is None:
+        return None
+    context._jvm.java.lang.Thread.currentThread().setName(name)
+    found = []
+    for task in Path(f"/proc/{jvm_process.pid}/task").glob("*"):
+        try:
+            if (task / "comm").read_text().strip() == name[:15]:
+                found.append(int(task.name))
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return found[0] if len(found) == 1 else None
+
+
 def remember_jvm_names() -> None:
     """Py4J asks the JVM anew each time Python names a class or a static
     method (`jvm.PythonUtils.toSeq`: two calls before the call itself), and

@@ -56,6 +56,11 @@ kafka_join.install()  # before any consumer joins a group
 # handing partitions over waits for the running batch, and the member must
 # stay in the group meanwhile.
 SESSION_TIMEOUT_MS = 30_000
+# A poll waits out its whole timeout while no record can come (the
+# partitions stay paused), however soon the group answers within it: polls
+# that wait for partitions are this short, so a first query starts within
+# one of the assignment (half a second of polling held it 0.2 to 0.5 s).
+WAITING_POLL_S = 0.05
 # The last commit, leaving the group, the data-loss lookup and the offset
 # ranges, each bounded: a copy must be gone 30 s after SIGTERM
 # (shared.worker.query_run.STOP_SECONDS_AT_MOST).
@@ -92,10 +97,9 @@ class GroupMember(ConsumerRebalanceListener):
     # The main thread's loop.
 
     def wait_for_partitions(self) -> tuple[int, ...] | None:
-        """This copy's partitions, polled for until the group gives it some;
-        None on stop. Partitions it holds already (the join, a run before)
-        are returned at once: a poll waits out its whole timeout, as the
-        partitions are paused."""
+        """This copy's partitions, polled for (WAITING_POLL_S at a time)
+        until the group gives it some; None on stop. Partitions it holds
+        already (the join, a run before) are returned at once."""
         idle_logged = False
         while not self._stop_requested.is_set():
             with self._lock:
@@ -105,7 +109,7 @@ class GroupMember(ConsumerRebalanceListener):
             if partitions == () and not idle_logged:
                 log("idle", group=self.group_id, reason="every partition has another owner")
                 idle_logged = True
-            self.poll()
+            self.poll(WAITING_POLL_S)
         return None
 
     def poll(self, seconds: float = 0.5) -> None:

@@ -7,6 +7,7 @@ instead of waiting out its session. `Supervisor.run` is the main loop: one
 query run after another, each step chosen by shared.worker.lifecycle.
 """
 
+import os
 import signal
 import tempfile
 import threading
@@ -31,7 +32,7 @@ from shared.offsets import Offsets
 from shared.outages import StopRequested
 from shared.worker import errors, search
 from shared.worker.driver import Driver
-from shared.worker.group_member import GroupMember
+from shared.worker.group_member import WAITING_POLL_S, GroupMember
 from shared.worker.lifecycle import BackOff, Ended, History, NewSession, Resume, RunEnded, Scan, Search, Stop, next_step
 from shared.worker.progress import GroupProgress, PostgresProgress, engine_for, starting_offsets
 from shared.worker.query_run import BatchListener, QueryRun, Runs, stop_gracefully
@@ -114,7 +115,7 @@ def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_re
             progress = PostgresProgress(engine, member.group_id, member.topic, stop_requested)
             progress.retrying(lambda: migrate(engine))
         while member.partitions is None and not spark_started.is_set() and not stop_requested.is_set():
-            member.poll()
+            member.poll(WAITING_POLL_S)
     except BaseException:
         member.close()
         raise
@@ -132,22 +133,34 @@ class WarmingUp:
     the group has answered, and `cut` cancels its Spark jobs as the first
     query run starts. Beside a query it would compete with it for the cores:
     on a backlog, a warm-up that went on beside the first batch delayed the
-    first commit (docs/decisions/warm-up.md).
+    first commit (docs/decisions/warm-up.md). No cancel stops the planning
+    of a job (in the JVM thread PySpark pins to the warm-up's thread), which
+    went on for up to 2 s beside the first batch: the cut gives that JVM
+    thread the lowest CPU priority, so it runs only on a core nothing else wants.
 
     Threads: the main thread creates it and calls `cut` and `end`; the
-    warm-up runs on its own thread, its jobs in a job group of its own."""
+    warm-up runs on its own thread, its jobs in a job group of its own.
+    Under the lock: whether it was cut, and its JVM thread's Linux id
+    while the warm-up runs."""
 
     def __init__(self, spark: SparkSession, warm_up: Callable[[], None]) -> None:
         self._spark = spark
         # Cancelled for good by the cut: a name no other job will have.
         self.job_group = f"warm-up-{uuid.uuid4().hex}"
+        self._lock = threading.Lock()
         self._cut = threading.Event()
+        self.jvm_thread: int | None = None
         self._thread = background.thread(lambda: self._run(warm_up), name="warm-up")
 
     def _run(self, warm_up: Callable[[], None]) -> None:
         began = time.monotonic()
         # interruptOnCancel: a cancelled task stops at once, not at its next record.
         self._spark.sparkContext.setJobGroup(self.job_group, "warm-up", interruptOnCancel=True)
+        jvm_thread = spark_module.pinned_jvm_thread(self._spark, self.job_group[:15])
+        with self._lock:
+            self.jvm_thread = jvm_thread
+            if self._cut.is_set():
+                _lowest_priority(jvm_thread)
         cut = False
         try:
             warm_up()
@@ -155,18 +168,35 @@ class WarmingUp:
             if not self._cut.is_set():
                 raise  # a bug: printed with its traceback; the first batch is only colder
             cut = True
+        finally:
+            with self._lock:  # the JVM thread ends with this one: its id may then be another's
+                self.jvm_thread = None
         log("warmed_up", seconds=round(time.monotonic() - began, 1), cut=str(cut).lower())
 
     def cut(self) -> None:
-        """Cancel the warm-up's running job and any it starts after this."""
-        if not self._cut.is_set():
+        """Cancel the warm-up's running job and any it starts after this,
+        and leave what it does meanwhile the cores no one else wants."""
+        with self._lock:
+            if self._cut.is_set():
+                return
             self._cut.set()
-            self._spark.sparkContext._jsc.sc().cancelJobGroupAndFutureJobs(self.job_group)
+            _lowest_priority(self.jvm_thread)
+        self._spark.sparkContext._jsc.sc().cancelJobGroupAndFutureJobs(self.job_group)
 
     def end(self) -> None:
         """Cut, and wait for the thread: Spark stopped under it would fail it."""
         self.cut()
         self._thread.join()
+
+
+def _lowest_priority(thread: int | None) -> None:
+    """Linux's lowest CPU priority (nice 19) for one thread of the JVM, for
+    good: only a privileged process may raise a priority again."""
+    if thread is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, thread, 19)
+        except OSError:  # it ended meanwhile
+            pass
 
 
 class Stopper:

@@ -1,10 +1,13 @@
 """The warm-up (shared.worker.runner.WarmingUp) on a real in-process Spark:
 cut as the first query starts, its job ends at once, whether it was running
-or not yet submitted, and no other thread's job is touched."""
+or not yet submitted, and no other thread's job is touched; what no cancel
+stops goes on at the lowest CPU priority."""
 
+import os
 import threading
 
 from devstack.local_stack import wait_until
+from shared import spark as spark_module
 from shared.worker.runner import WarmingUp
 
 # Hours of work for 2 cores: a warm-up that is not cut does not end by itself
@@ -51,3 +54,19 @@ def test_a_warm_up_done_before_the_cut_is_not_called_cut(spark, capsys):
     warming = WarmingUp(spark, lambda: (spark.range(10).collect(), done.set()))
     wait_until(done.is_set, 60, "the warm-up's job done")
     assert "cut=false" in end_within_30_s(warming, capsys)
+
+
+def test_a_cut_leaves_what_it_does_in_the_jvm_meanwhile_the_lowest_cpu_priority(spark, capsys):
+    # Planning in progress, which no cancel stops: here a JVM call that takes its time.
+    in_the_jvm = threading.Event()
+    warming = WarmingUp(spark, lambda: (in_the_jvm.set(), spark.sparkContext._jvm.java.lang.Thread.sleep(5_000)))
+    wait_until(in_the_jvm.is_set, 60, "the warm-up calling the JVM")
+    thread = warming.jvm_thread
+    assert thread is not None
+    assert os.getpriority(os.PRIO_PROCESS, thread) == 0  # Linux's nice, for this one thread of the JVM
+    main_thread = spark_module.pinned_jvm_thread(spark, "test-main")
+    warming.cut()
+    assert os.getpriority(os.PRIO_PROCESS, thread) == 19
+    assert main_thread is not None and os.getpriority(os.PRIO_PROCESS, main_thread) == 0
+    end_within_30_s(warming, capsys)
+    assert warming.jvm_thread is None  # ended with the warm-up: its id may be another thread's now
