@@ -346,8 +346,9 @@ def test_each_service_launches_its_worker_as_it_is_declared():
 
 def test_each_worker_compiles_its_code_as_measured():
     """The text processor's records take C2's code; the aggregator's records
-    too, but not Spark's planning; the anomaly detector runs as fast with
-    C1 alone, and starts sooner (docs/decisions/jit.md)."""
+    too, but not Spark's planning (both C2 ten times later than HotSpot's
+    default); the anomaly detector runs as fast with C1 alone, and starts
+    sooner (docs/decisions/jit.md)."""
     chosen = {"text-processor": Jit.TIERED, "aggregator": Jit.TIERED_RECORDS, "anomaly-detector": Jit.C1_ONLY}
     jit_options = {option for jit in Jit for option in jit.value}
     for worker in WORKERS.values():
