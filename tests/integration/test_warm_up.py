@@ -57,9 +57,11 @@ def test_a_warm_up_done_before_the_cut_is_not_called_cut(spark, capsys):
 
 
 def test_a_cut_leaves_what_it_does_in_the_jvm_meanwhile_the_lowest_cpu_priority(spark, capsys):
-    # Planning in progress, which no cancel stops: here a JVM call that takes its time.
+    # Planning in progress, which no cancel stops: here a JVM call that
+    # returns when the test lets it (`await` is a keyword in Python).
     in_the_jvm = threading.Event()
-    warming = WarmingUp(spark, lambda: (in_the_jvm.set(), spark.sparkContext._jvm.java.lang.Thread.sleep(5_000)))
+    released = spark.sparkContext._jvm.java.util.concurrent.CountDownLatch(1)
+    warming = WarmingUp(spark, lambda: (in_the_jvm.set(), getattr(released, "await")()))
     wait_until(in_the_jvm.is_set, 60, "the warm-up calling the JVM")
     thread = warming.jvm_thread
     assert thread is not None
@@ -68,5 +70,6 @@ def test_a_cut_leaves_what_it_does_in_the_jvm_meanwhile_the_lowest_cpu_priority(
     warming.cut()
     assert os.getpriority(os.PRIO_PROCESS, thread) == 19
     assert main_thread is not None and os.getpriority(os.PRIO_PROCESS, main_thread) == 0
+    released.countDown()
     end_within_30_s(warming, capsys)
     assert warming.jvm_thread is None  # ended with the warm-up: its id may be another thread's now
