@@ -85,6 +85,9 @@ class GroupMember(ConsumerRebalanceListener):
         self._pending: Offsets = {}
         self._batch_ms: int | None = None  # how long the batch whose offsets are pending took
         self._unread: list[Ranges] = []
+        # {partition: (offset, _revocations)} of the last commit sent: a failed
+        # commit is sent again only if nothing newer was, from the same holding.
+        self._sent: dict[int, tuple[int, int]] = {}
         self._commits_failing = False  # one line for a run of failed commits, not one per batch
         self._outage = kafka_outage(stop_requested)
         self._kafka = kafka
@@ -186,7 +189,7 @@ class GroupMember(ConsumerRebalanceListener):
             try:
                 self._consumer.commit(self._offsets(pending, batch_ms), timeout_ms=STOP_STEP_TIMEOUT_MS)
             except KafkaError as error:
-                self._commit_done(None, error)
+                self._commit_done({}, error)
 
     def offset_range(self, partition: int, starting: int) -> tuple[int, int]:
         """(first, end): the offsets of `partition` from `starting` (an
@@ -274,6 +277,7 @@ class GroupMember(ConsumerRebalanceListener):
     def _flush(self) -> None:
         with self._lock:
             pending, self._pending, batch_ms, self._batch_ms = self._pending, {}, self._batch_ms, None
+            self._sent.update({partition: (offset, self._revocations) for partition, offset in pending.items()})
         if pending:
             self._consumer.commit_async(self._offsets(pending, batch_ms), callback=self._commit_done)
 
@@ -291,13 +295,24 @@ class GroupMember(ConsumerRebalanceListener):
             if offset > first:
                 log("data_lost", topic=self.topic, partition=tp.partition, records=min(offset, end) - first)
 
-    def _commit_done(self, offsets: object, result: object) -> None:
-        """Logs the first of a run of failed commits (a broker outage fails
-        one per batch); a later batch's commit covers the offsets they missed."""
+    def _commit_done(self, offsets: dict[TopicPartition, OffsetAndMetadata], result: object) -> None:
+        """kafka-python's answer to a commit_async, inside a poll on the main
+        thread. A commit that failed for a passing reason (the coordinator
+        away or still loading after an outage) is sent again with the next
+        poll, unless a newer one was sent or the partition changed hands
+        since: the last batch before an idle spell has no later batch to
+        cover it, and the text processor resumes from these offsets. Logs
+        the first of a run of failed commits, not one per try."""
         failed = isinstance(result, Exception)
         if failed and not self._commits_failing:
             log("commit_failed", error=type(result).__name__)
         self._commits_failing = failed
+        if isinstance(result, KafkaError) and result.retriable:
+            with self._lock:
+                for tp, sent in offsets.items():
+                    held = tp.partition in (self.partitions or ())
+                    if held and self._sent.get(tp.partition) == (sent.offset, self._revocations):
+                        self._pending.setdefault(tp.partition, sent.offset)
 
     def _offsets(self, offsets: Offsets, batch_ms: int | None) -> dict[TopicPartition, OffsetAndMetadata]:
         """Kafka's form of {partition: next offset}, with the commit's time

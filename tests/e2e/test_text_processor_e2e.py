@@ -1,6 +1,7 @@
 """The text processor end to end: a real broker (plaintext and Heroku-like),
 the real worker process, lines in and the exact words out."""
 
+import os
 import signal
 from collections import Counter
 
@@ -60,6 +61,32 @@ def test_a_cold_worker_stores_a_small_first_batch_then_reads_full_ones(stack, pr
     assert all(words[word] >= count for word, count in expected.items())
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
+
+
+def test_a_commit_refused_in_a_broker_outage_is_sent_again_with_no_batch_after_it(stack, prefix, workers):
+    """The last batch before an idle spell: no later batch's commit would
+    carry its offsets, where the text processor resumes. Its Python is
+    frozen while Spark writes it, so that its commit goes out only once the
+    broker is dead."""
+    words_written = lambda: sum(end_offsets(stack, prefix + "words").values())  # noqa: E731
+    produce(stack, prefix + "textlines", ["one two"] * 100)
+    worker = workers.start("services.text_processor")
+    wait_until(lambda: all_processed(stack, prefix), 240, "the first lines committed")
+    os.kill(worker.process.pid, signal.SIGSTOP)  # Python's only: its JVM writes on
+    try:
+        produce(stack, prefix + "textlines", ["three four five"] * 100)
+        wait_until(lambda: words_written() == 500, 60, "the next lines' words written")
+        stack.broker.kill()
+    finally:
+        os.kill(worker.process.pid, signal.SIGCONT)
+    try:
+        wait_until(lambda: "event=commit_failed" in worker.output(), 60, "the commit refused")
+    finally:
+        stack.broker.start()
+    wait_until(lambda: all_processed(stack, prefix), 60, "the refused commit sent again")
+    assert words_written() == 500  # committed as it was, not by reading the lines again
+    assert worker.process.poll() is None
+    assert_no_stack_trace(worker.output())
 
 
 def test_a_timestamp_spark_cannot_convert_skips_that_line_alone_even_across_a_stop(stack, prefix, workers):

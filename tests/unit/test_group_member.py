@@ -1,10 +1,12 @@
-"""How a copy's group member waits for its partitions
+"""How a copy's group member waits for its partitions and commits
 (shared.worker.group_member), with a stand-in for kafka-python's consumer:
-the join itself, against a real broker, is tests/integration/test_group_join.py."""
+the join itself, against a real broker, is tests/integration/test_group_join.py,
+and commits through a broker outage tests/e2e/test_pipeline_e2e.py."""
 
 import threading
 
 from kafka import TopicPartition
+from kafka.errors import CommitFailedError, NodeNotReadyError
 
 from shared.config import load
 from shared.worker import group_member
@@ -15,11 +17,18 @@ TOPIC = "t.textlines"
 
 class Consumer:
     """Gives partitions 0 and 1 inside its third poll, as kafka-python
-    calls a rebalance's callbacks within a poll; records each poll's timeout."""
+    calls a rebalance's callbacks within a poll; records each poll's timeout.
+    Each commit_async records {partition: offset} and is answered inside the
+    poll after the one that sent it (kafka-python answers within a poll), with
+    the next of `answers` (None: taken)."""
 
     def __init__(self, **config):
         self.timeouts_ms: list[int] = []
         self.paused: tuple[TopicPartition, ...] = ()
+        self.commits: list[dict[int, int]] = []
+        self.answers: list[Exception | None] = []
+        self._sent: list = []
+        self._in_flight: list = []
 
     def subscribe(self, topics, listener):
         self.listener = listener
@@ -31,18 +40,66 @@ class Consumer:
         self.timeouts_ms.append(timeout_ms)
         if len(self.timeouts_ms) == 3:
             self.listener.on_partitions_assigned([TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 0)])
+        for callback, offsets in self._in_flight:
+            callback(offsets, self.answers.pop(0) if self.answers else None)
+        self._in_flight, self._sent = self._sent, []
         return {}
 
+    def commit_async(self, offsets, callback):
+        self.commits.append({tp.partition: meta.offset for tp, meta in offsets.items()})
+        self._sent.append((callback, offsets))
 
-def test_waiting_for_partitions_polls_in_short_slices_and_returns_at_the_poll_that_brought_them(monkeypatch):
+
+def member_with_partitions(monkeypatch):
     monkeypatch.setattr(group_member, "KafkaConsumer", Consumer)
     kafka = load({"KAFKA_URL": "kafka://127.0.0.1:1", "KAFKA_PREFIX": "t."}).kafka
     member = GroupMember(kafka, "text-processor", "textlines", threading.Event())
-    consumer = member._consumer
+    member.wait_for_partitions()
+    return member, member._consumer
 
-    assert member.wait_for_partitions() == (0, 1)
+
+def test_waiting_for_partitions_polls_in_short_slices_and_returns_at_the_poll_that_brought_them(monkeypatch):
+    member, consumer = member_with_partitions(monkeypatch)
+
+    assert member.partitions == (0, 1)
     assert len(consumer.timeouts_ms) == 3  # none after the poll that brought them
     # A poll waits out its timeout even once the partitions came within it:
     # a long one would hold the first query that long after the assignment.
     assert max(consumer.timeouts_ms) <= 50
     assert consumer.paused == (TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 0))  # Spark reads them, not the member
+
+
+def test_a_commit_the_coordinator_could_not_take_is_sent_again_until_it_is_taken(monkeypatch):
+    """The last batch before an idle spell: no later commit would cover it."""
+    member, consumer = member_with_partitions(monkeypatch)
+    consumer.answers = [NodeNotReadyError(), NodeNotReadyError()]
+    member.commit({0: 10, 1: 7})
+    for _ in range(8):
+        member.poll(0.05)
+    assert consumer.commits == [{0: 10, 1: 7}] * 3  # two refused, the third taken, then none
+
+
+def test_a_failed_commit_is_not_sent_again_over_a_newer_one_nor_after_its_partition_left(monkeypatch):
+    member, consumer = member_with_partitions(monkeypatch)
+    member.commit({0: 10, 1: 7})
+    member.poll(0.05)  # sends 10 and 7
+    member.commit({0: 12})
+    consumer.answers = [NodeNotReadyError()]
+    member.poll(0.05)  # sends 12; 10 and 7 refused
+    member.poll(0.05)  # 12 was sent after 10: only partition 1's again; 12 taken
+    assert consumer.commits == [{0: 10, 1: 7}, {0: 12}, {1: 7}]
+
+    member.on_partitions_revoked([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+    consumer.answers = [NodeNotReadyError()]
+    member.poll(0.05)  # partition 1's refused after it left: the next owner repeats what it missed
+    member.poll(0.05)
+    assert len(consumer.commits) == 3
+
+
+def test_a_commit_refused_for_good_is_not_sent_again(monkeypatch):
+    member, consumer = member_with_partitions(monkeypatch)
+    consumer.answers = [CommitFailedError()]
+    member.commit({0: 10})
+    for _ in range(3):
+        member.poll(0.05)
+    assert consumer.commits == [{0: 10}]
