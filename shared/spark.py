@@ -15,11 +15,11 @@ from typing import Any
 import pyspark
 from py4j.java_gateway import JavaClass, JavaGateway, JavaMember, JavaPackage, JVMView
 from pyspark import SparkConf, SparkContext
-from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from shared.config import MIN_SPARK_MEMORY_MB, KafkaConfig, SparkConfig
+from shared.driver_launch import start_gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 CONNECTOR_JARS = ROOT / "jars" / "spark-connector"
@@ -162,10 +162,10 @@ def set_jvm_environment(kafka: KafkaConfig | None, config: SparkConfig) -> None:
 
 def launch_jvm(app_name: str, config: SparkConfig, jvm: DriverJvm) -> JavaGateway:
     """Spark's JVM, started in the environment ``set_jvm_environment`` set;
-    `session` makes the SparkContext on it. PySpark starts the JVM with its
-    configuration on the command line, where any process of the host can
-    read it: no secret goes there."""
-    return launch_gateway(SparkConf().setAll(list(_options(app_name, config, jvm).items())))
+    `session` makes the SparkContext on it. Its configuration is on its
+    command line, where any process of the host can read it: no secret goes
+    there."""
+    return start_gateway(_options(app_name, config, jvm), spark_home())
 
 
 def _options(app_name: str, config: SparkConfig, jvm: DriverJvm) -> dict[str, str]:

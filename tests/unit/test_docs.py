@@ -13,7 +13,7 @@ from devstack.local_stack import ROOT
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 CODE = [*sorted((ROOT / "shared").rglob("*.py")), *sorted((ROOT / "services").rglob("*.py"))]
 # Set by the platform or the system, never by an operator in app.json.
-NOT_IN_APP_JSON = {"DYNO", "PORT", "SPARK_HOME", "SSL_CERT_FILE"}
+NOT_IN_APP_JSON = {"DYNO", "PORT", "SPARK_HOME", "JAVA_HOME", "SPARK_SUBMIT_OPTS", "SSL_CERT_FILE"}
 
 
 def code() -> str:
