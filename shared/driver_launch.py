@@ -4,16 +4,15 @@
 and a JVM of its own, `org.apache.spark.launcher.Main`, whose only work is
 to print the driver's command line: 0.25 to 0.4 s before the driver's JVM
 even begins, on the path to every worker's first batch
-(docs/decisions/start-up.md, "Spark's launcher skipped"). A local driver's command is simple enough
-to write here; tests/integration/test_driver_launch.py checks it against the
-launcher's own, for each worker.
+(docs/decisions/start-up.md, "Spark's launcher skipped"). A local driver's
+command is simple enough to write here; tests/integration/test_driver_launch.py
+checks it against the launcher's own, for each worker.
 
 What this supports of spark-submit's inputs: the `--conf` options given,
 JAVA_HOME and SPARK_SUBMIT_OPTS (JVM options that benchmarks and the tests
 add). Not SPARK_CONF_DIR's `spark-defaults.conf` or `spark-env.sh`, which a
-slug does not have. Under `spark-submit` itself
-(PYSPARK_GATEWAY_PORT set: its JVM runs the worker's Python) PySpark
-connects to that JVM as before.
+slug does not have. Under `spark-submit` itself (PYSPARK_GATEWAY_PORT set:
+its JVM runs the worker's Python) PySpark connects to that JVM as before.
 """
 
 import os

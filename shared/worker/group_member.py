@@ -296,8 +296,8 @@ class GroupMember(ConsumerRebalanceListener):
                 log("data_lost", topic=self.topic, partition=tp.partition, records=min(offset, end) - first)
 
     def _commit_done(self, offsets: dict[TopicPartition, OffsetAndMetadata], result: object) -> None:
-        """kafka-python's answer to a commit_async, inside a poll on the main
-        thread. A commit that failed for a passing reason (the coordinator
+        """kafka-python's answer to a commit_async, given within a later
+        poll or commit. A commit that failed for a passing reason (the coordinator
         away or still loading after an outage) is sent again with the next
         poll, unless a newer one was sent or the partition changed hands
         since: the last batch before an idle spell has no later batch to

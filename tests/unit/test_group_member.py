@@ -1,7 +1,7 @@
 """How a copy's group member waits for its partitions and commits
 (shared.worker.group_member), with a stand-in for kafka-python's consumer:
 the join itself, against a real broker, is tests/integration/test_group_join.py,
-and commits through a broker outage tests/e2e/test_pipeline_e2e.py."""
+and a commit through a broker outage tests/e2e/test_text_processor_e2e.py."""
 
 import threading
 
