@@ -25,7 +25,6 @@ from pathlib import Path
 
 from py4j.clientserver import ClientServer, JavaParameters, PythonParameters
 from py4j.java_gateway import JavaGateway, java_import
-from pyspark import SparkConf
 from pyspark.errors import PySparkRuntimeError
 from pyspark.java_gateway import launch_gateway
 from pyspark.serializers import UTF8Deserializer, read_int
@@ -85,7 +84,7 @@ def start_gateway(options: dict[str, str], spark_home: Path) -> JavaGateway:
     launch_gateway does: one JVM thread pinned to each Python thread that
     calls it, and the JVM ends when this process's end closes its stdin."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its JVM is there
-        return launch_gateway(SparkConf().setAll(list(options.items())))
+        return launch_gateway()  # its options came with spark-submit's command
     with tempfile.TemporaryDirectory() as folder:
         info = Path(folder, "gateway")  # where the JVM writes its port and secret, then renames
         environment = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_CONNECT_MODE": "0",

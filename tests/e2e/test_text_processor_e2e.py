@@ -11,6 +11,7 @@ from devstack.kafka_io import committed_offsets, end_offsets, event_millis, prod
 from devstack.local_stack import wait_until
 from tests.checks import assert_no_stack_trace, heroku_like
 from tests.clock import T0_MS
+from tests.pipeline import words_written
 from tests.tokens import HARD_LINES, oracle
 
 ONE_MB_LINE = ("abcdefghi " * 100_000).encode()  # 1,000,000 bytes, 100,000 words
@@ -68,14 +69,13 @@ def test_a_commit_refused_in_a_broker_outage_is_sent_again_with_no_batch_after_i
     carry its offsets, where the text processor resumes. Its Python is
     frozen while Spark writes it, so that its commit goes out only once the
     broker is dead."""
-    words_written = lambda: sum(end_offsets(stack, prefix + "words").values())  # noqa: E731
     produce(stack, prefix + "textlines", ["one two"] * 100)
     worker = workers.start("services.text_processor")
     wait_until(lambda: all_processed(stack, prefix), 240, "the first lines committed")
     os.kill(worker.process.pid, signal.SIGSTOP)  # Python's only: its JVM writes on
     try:
         produce(stack, prefix + "textlines", ["three four five"] * 100)
-        wait_until(lambda: words_written() == 500, 60, "the next lines' words written")
+        wait_until(lambda: words_written(stack, prefix) == 500, 60, "the next lines' words written")
         stack.broker.kill()
     finally:
         os.kill(worker.process.pid, signal.SIGCONT)
@@ -84,7 +84,7 @@ def test_a_commit_refused_in_a_broker_outage_is_sent_again_with_no_batch_after_i
     finally:
         stack.broker.start()
     wait_until(lambda: all_processed(stack, prefix), 60, "the refused commit sent again")
-    assert words_written() == 500  # committed as it was, not by reading the lines again
+    assert words_written(stack, prefix) == 500  # committed as it was, not by reading the lines again
     assert worker.process.poll() is None
     assert_no_stack_trace(worker.output())
 
