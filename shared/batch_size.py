@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 
 from shared.logs import log
 
-# A process's first query run reads batches of a 200th of the full size and
-# ends after its first: a cold JVM pays seconds for its first tasks (classes
-# generated and compiled, the Kafka clients' first connections) and reads
+# A process's first query run reads one batch (shared.spark.ONE_BATCH_TRIGGER)
+# of a 200th of the full size: a cold JVM pays seconds for its first tasks
+# (classes generated and compiled, the Kafka clients' first connections) and reads
 # each of their records with code the JIT has not compiled yet, so a small
 # first batch commits progress sooner, and the next run reads full batches
 # on a warmer JVM. Full batches under 50,000 records gain nothing from it.

@@ -390,6 +390,14 @@ PRODUCER_BATCHING = {
 # backlog a batch that took longer is followed at once.
 STEADY_TRIGGER_S = 1
 STEADY_TRIGGER = f"{STEADY_TRIGGER_S} second"
+BACK_TO_BACK = "0 seconds"  # Spark's default: each batch as the last one ends
+# A query run meant to store one batch (a cold start's small first one)
+# begins it as it starts, and its next trigger lies on the next multiple of
+# this interval since the epoch, in 2069: the run is stopped with no batch
+# running. On the steady trigger a second small batch would begin at once
+# behind a cold first batch (longer than the interval), and the stop would
+# wait for it.
+ONE_BATCH_TRIGGER = "36500 days"
 
 
 def wait_for_phase(began: float, now: float, phase_s: float) -> float:
@@ -414,11 +422,12 @@ def wait_for_phase(began: float, now: float, phase_s: float) -> float:
     return min(next_trigger + phase_s - now, STEADY_TRIGGER_S + phase_s)
 
 
-def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str) -> StreamingQuery:
+def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str,
+               trigger: str = STEADY_TRIGGER) -> StreamingQuery:
     """Start writing a streaming DataFrame (key, value[, headers]) to `<prefix><topic>`."""
     return (
         frame.writeStream.format("kafka")
-        .trigger(processingTime=STEADY_TRIGGER)
+        .trigger(processingTime=trigger)
         .options(**kafka.spark_kafka_options())
         .options(**PRODUCER_BATCHING)
         .option("topic", kafka.topic(topic))

@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from shared.spark import kafka_sink
+from shared.spark import STEADY_TRIGGER, kafka_sink
 from shared.worker import Context, Worker, run
 from shared.worker.query_run import QueryRun
 
@@ -17,7 +17,7 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
     line = F.col("value").cast("string")
     upper = source.select(F.col("key"), F.when(line == "poison", F.raise_error(F.lit("poison")))
                           .otherwise(F.upper(line)).alias("value"))
-    return kafka_sink(upper, context.kafka, "words", checkpoint)
+    return kafka_sink(upper, context.kafka, "words", checkpoint, run.trigger(STEADY_TRIGGER))
 
 
 ECHO = Worker(name="echo", topic="textlines", batch_records=10_000, start_query=start_query)

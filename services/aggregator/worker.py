@@ -156,7 +156,7 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
 
     write_batch = foreach_batch(progress, context.batch_size, run, checkpoint, summarize_batch, write,
                                 phase_s=PHASE_S)
-    return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=STEADY_TRIGGER)
+    return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=run.trigger(STEADY_TRIGGER))
             .option("checkpointLocation", checkpoint).start())
 
 

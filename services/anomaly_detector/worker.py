@@ -15,6 +15,7 @@ from shared.config import Config
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
 from shared.retention import ALERT_OUTBOX, Retention
+from shared.spark import BACK_TO_BACK
 from shared.warm_up import kafka_records
 from shared.worker import Context, Worker
 from shared.worker.query_run import QueryRun
@@ -71,8 +72,9 @@ class AnomalyDetector:
 
         write_batch = foreach_batch(context.postgres, context.batch_size, run, checkpoint, count_failures, write,
                                     after_commit=self.publisher.wake)
-        # Batches back to back (no STEADY_TRIGGER): an alert is due within a second.
-        return source.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint).start()
+        # Batches back to back (not STEADY_TRIGGER): an alert is due within a second.
+        return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=run.trigger(BACK_TO_BACK))
+                .option("checkpointLocation", checkpoint).start())
 
 
 def as_counts(rows: Iterable[Row]) -> Counts:

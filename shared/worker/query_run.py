@@ -38,7 +38,7 @@ from pyspark.sql.streaming.listener import QueryProgressEvent, QueryTerminatedEv
 
 from shared.logs import log
 from shared.offsets import Offsets, end_offsets, lag, unread_ranges
-from shared.spark import STOP_TIMEOUT_MS, wait_for_phase
+from shared.spark import ONE_BATCH_TRIGGER, STOP_TIMEOUT_MS, wait_for_phase
 from shared.worker import errors
 from shared.worker.group_member import STOP_STEP_TIMEOUT_MS, GroupMember
 from shared.worker.lifecycle import Ended
@@ -53,13 +53,15 @@ EXIT_SECONDS = 2  # Spark's stop and the JVM's exit, on a loaded 2-core machine
 STOP_SECONDS_AT_MOST = (GRACEFUL_STOP_SECONDS + STOP_TIMEOUT_MS / 1000 + 2 * STOP_STEP_TIMEOUT_MS / 1000
                         + EXIT_SECONDS)
 PROCESSING = "Processing new data"  # Spark's status message while a micro-batch runs
+BETWEEN_TRIGGERS = "Waiting for next trigger"  # and once each trigger is over, with or without a batch
 KEPT_RUNS = 8  # late reports name a recent run; older ones are forgotten
 
 
 class QueryRun:
-    def __init__(self, app: str, starting_offsets: Offsets) -> None:
+    def __init__(self, app: str, starting_offsets: Offsets, one_batch: bool = False) -> None:
         self.app = app
         self.starting_offsets = starting_offsets  # {partition: next offset, or -2/-1}
+        self.one_batch = one_batch  # it ends after its one trigger (a cold start's small first batch)
         self.query: StreamingQuery | None = None
         self._lock = threading.Lock()
         self._ending: tuple[Ended, BaseException | None] | None = None
@@ -74,6 +76,12 @@ class QueryRun:
     def id(self) -> str:
         assert self.query is not None
         return str(self.query.runId)
+
+    def trigger(self, steady: str) -> str:
+        """The processing-time trigger its query starts with: the worker's
+        `steady` one, or for a run of one batch ONE_BATCH_TRIGGER, which
+        never begins a second."""
+        return ONE_BATCH_TRIGGER if self.one_batch else steady
 
     @property
     def ending(self) -> Ended | None:

@@ -35,7 +35,7 @@ from shared.worker.driver import Driver
 from shared.worker.group_member import WAITING_POLL_S, GroupMember
 from shared.worker.lifecycle import BackOff, Ended, History, NewSession, Resume, RunEnded, Scan, Search, Stop, next_step
 from shared.worker.progress import GroupProgress, PostgresProgress, engine_for, starting_offsets
-from shared.worker.query_run import BatchListener, QueryRun, Runs, stop_gracefully
+from shared.worker.query_run import BETWEEN_TRIGGERS, BatchListener, QueryRun, Runs, stop_gracefully
 from shared.worker.spec import Context, Worker
 
 
@@ -265,16 +265,17 @@ class Supervisor:
                   one_batch: bool = False) -> tuple[QueryRun, BaseException | None]:
         """One query run from `starting`, `records` a batch, until it ends
         (or, given `until` = (partition, offset), stored what is before that
-        offset; or, with `one_batch`, stored a batch: it then ends RESIZED).
+        offset; or, with `one_batch`, its one trigger is over: it then ends
+        RESIZED, its query started with ONE_BATCH_TRIGGER).
         Returns the run and the error the query failed with, if any."""
         worker = self.worker
-        query_run = QueryRun(worker.name, starting)
+        query_run = QueryRun(worker.name, starting, one_batch)
         source = spark_module.kafka_stream(self.driver.session, self.kafka, worker.topic, worker.name, starting,
                                            records, worker.read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:
             self.runs.start(query_run, self.member,
                             lambda: worker.start_query(self.context, query_run, source, checkpoint))
-            error = self.supervise(query_run, until, one_batch)
+            error = self.supervise(query_run, until)
         if self.driver.lost():
             query_run.reports_ended()
         if self.stop_requested.is_set():
@@ -282,18 +283,17 @@ class Supervisor:
         self.member.end_run(query_run.id, query_run.stored_end())
         return query_run, error
 
-    def supervise(self, query_run: QueryRun, until: tuple[int, int] | None,
-                  one_batch: bool) -> StreamingQueryException | None:
+    def supervise(self, query_run: QueryRun, until: tuple[int, int] | None) -> StreamingQueryException | None:
         """Keep the group membership while the query runs, until it fails,
         or its run is ending (a stop, a rebalance, a batch given up, a new
         batch size), or it reached `until` or its one batch; then stop it
         after its running batch."""
-        query = query_run.query
+        query, one_batch = query_run.query, query_run.one_batch
         assert query is not None
 
         def reached_its_end() -> bool:
-            if one_batch:
-                return query_run.stored_a_batch()
+            if one_batch:  # its one trigger is over (one that found no records would never have a next)
+                return query_run.stored_a_batch() or query.status["message"] == BETWEEN_TRIGGERS
             return until is not None and (query_run.stored_end() or {}).get(until[0], -1) >= until[1]
 
         while (query.isActive and query_run.ending is None and not self.stop_requested.is_set()
@@ -302,11 +302,12 @@ class Supervisor:
             self.member.poll(0.1 if until or one_batch else 0.5)
             if self.driver.lost():
                 query_run.end(Ended.SPARK_LOST)  # its batch will never finish: the new session's run reads it again
-        if one_batch and query_run.stored_a_batch():
+        if one_batch and query_run.ending is None and reached_its_end():
             query_run.end(Ended.RESIZED)  # the next run reads full batches
-            # Committed now, not after the stop below waits out the next
-            # batch: a cold start's first progress, as a lag alarm sees it.
-            self.member.commit_now(query_run.id, query_run.stored_end() or {})
+            if query_run.stored_a_batch():
+                # Committed now, not after the query's stop: a cold start's
+                # first progress, as a lag alarm sees it.
+                self.member.commit_now(query_run.id, query_run.stored_end() or {})
         if query_run.ending is Ended.SPARK_LOST:
             return None
         if query.isActive:

@@ -37,8 +37,9 @@ class Context:
 class StartQuery(Protocol):
     def __call__(self, context: Context, run: QueryRun, source: DataFrame, checkpoint: str) -> StreamingQuery:
         """Start the worker's query for `run` on `source` (the Kafka records of
-        this copy's partitions), checkpointed in the folder `checkpoint`.
-        Called on the main thread, once per query run."""
+        this copy's partitions), checkpointed in the folder `checkpoint`,
+        triggered by `run.trigger(its steady trigger)` (a run of one batch
+        must not begin a second). Called on the main thread, once per query run."""
 
 
 class Setup(Protocol):

@@ -130,7 +130,7 @@ def test_a_batch_too_large_to_list_its_counts_collects_them_in_parts(stack, pref
     """The tests above read small batches, whose summary lists their counts;
     a batch of more lines than one part holds at the longest user ids (here
     the backlog after the cold first batch) collects them in parts instead."""
-    lines = 3 * PART_BYTES // MAX_COUNT_BYTES  # the cold run may store two batches of 2,500
+    lines = 3 * PART_BYTES // MAX_COUNT_BYTES  # the cold run stores a batch of 2,500 first
     padding = [(f"user_id: u0 | action: login succeeded | {i}", T0 * 1000) for i in range(lines)]
     send(stack, prefix, log_lines(seed=9) + padding)
     worker = workers.start("services.anomaly_detector")

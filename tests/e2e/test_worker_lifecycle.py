@@ -210,8 +210,8 @@ def test_a_report_of_a_forgotten_query_does_not_commit_over_what_followed(stack,
 def test_a_copy_holding_partitions_starts_a_run_and_commits_its_batch_at_once(stack, prefix):
     """No poll (which waits out its timeout on paused partitions) before a
     run on partitions the copy holds; a cold first run's batch is committed
-    before its query stops (the stop waits out the next batch), with no
-    poll either, unless the run was ended meanwhile."""
+    before its query stops, with no poll either, unless the run was ended
+    meanwhile."""
     give_up = threading.Event()
     member = GroupMember(load(stack.environment(prefix)).kafka, "at-once", "textlines", give_up)
     try:
