@@ -286,8 +286,8 @@ class Supervisor:
     def supervise(self, query_run: QueryRun, until: tuple[int, int] | None) -> StreamingQueryException | None:
         """Keep the group membership while the query runs, until it fails,
         or its run is ending (a stop, a rebalance, a batch given up, a new
-        batch size), or it reached `until` or its one batch; then stop it
-        after its running batch."""
+        batch size), or it reached `until` or, for a run of one batch, its
+        one trigger is over; then stop it after its running batch, if any."""
         query, one_batch = query_run.query, query_run.one_batch
         assert query is not None
 
