@@ -10,12 +10,15 @@ Failed logins without a user id, or with one Postgres cannot keep as a key
 (shared.events.storable_key), are counted under the user "" so that one
 aggregation gives both the counts and how many lines were skipped; those
 whose timestamp is not a plausible event time (shared.events) likewise, with
-no window.
+no window. A batch's counts are summed up in Spark (`summary`), or in Python
+once a small batch's are collected (`summed_up`).
 """
 
 import functools
+from collections.abc import Iterable
+from typing import NamedTuple
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from shared.events import MAX_KEY_BYTES, plausible_millis, storable_key, window_start
@@ -59,18 +62,25 @@ ROW_OVERHEAD_BYTES = 200
 MAX_COUNT_BYTES = MAX_KEY_BYTES + ROW_OVERHEAD_BYTES
 
 
-def summary(counts: DataFrame, listed: bool = False) -> DataFrame:
-    """The counts of a batch in one row: `users` (the (user, window) counts
-    to store), `user_bytes` (what they take in Python, about), `failed_logins`,
-    and the lines skipped with no usable user (`no_user`) or time (`bad_time`).
-    With `listed`, the users' counts themselves too (`listed`: user,
-    window_start, count), for a batch known to be small: one Spark job
-    instead of a summary and a part."""
-    return counts.agg(*_summary_columns(listed))
+class Summary(NamedTuple):
+    """A batch's counts summed up: `users` (the (user, window) counts to
+    store), `user_bytes` (what they take in Python, about), `failed_logins`,
+    and the lines skipped with no usable user (`no_user`) or time (`bad_time`)."""
+
+    users: int
+    failed_logins: int
+    user_bytes: int
+    no_user: int
+    bad_time: int
+
+
+def summary(counts: DataFrame) -> DataFrame:
+    """The Summary of a batch's counts, in one row."""
+    return counts.agg(*_summary_columns())
 
 
 @functools.cache
-def _summary_columns(listed: bool) -> list[Column]:
+def _summary_columns() -> list[Column]:
     is_user = F.col("user") != NO_USER
 
     def total(condition: Column, value: Column | None = None) -> Column:  # of the counts, unless `value` says
@@ -82,17 +92,34 @@ def _summary_columns(listed: bool) -> list[Column]:
         total(is_user, F.octet_length("user") + ROW_OVERHEAD_BYTES).alias("user_bytes"),
         total(~is_user & F.col("window_start").isNotNull()).alias("no_user"),
         total(~is_user & F.col("window_start").isNull()).alias("bad_time"),
-        *([F.collect_list(F.when(is_user, F.struct("user", "window_start", "count"))).alias("listed")]
-          if listed else []),
     ]
 
 
-def listed_summary(lines: DataFrame, window_seconds: int) -> DataFrame:
-    """The summary of a batch of lines known to be small, its counts listed,
-    made by one task in one stage: read, counted and summed up with no
-    shuffle. Spread over the cores, the same took three stages and two
-    shuffles, twice as long for a thousand lines."""
-    return summary(failed_logins(lines.coalesce(1), window_seconds), listed=True)
+def small_batch_counts(lines: DataFrame, window_seconds: int) -> DataFrame:
+    """failed_logins of a batch of lines known to be small, made by one task
+    in one stage: read and counted with no shuffle. Spread over the cores,
+    the same took three stages and two shuffles, twice as long for a
+    thousand lines. Collected whole and summed up in Python (summed_up):
+    summing them up in Spark too, in the same job, took a third longer."""
+    return failed_logins(lines.coalesce(1), window_seconds)
+
+
+def summed_up(rows: Iterable[Row]) -> tuple[dict[tuple[str, int], int], Summary]:
+    """A small batch's counts as collected (small_batch_counts) -> its
+    users' counts, {(user, window_start): count}, and the Summary that
+    `summary` makes of the same counts."""
+    users: dict[tuple[str, int], int] = {}
+    no_user = bad_time = 0
+    for row in rows:
+        if row.user != NO_USER:
+            users[(row.user, row.window_start)] = row["count"]
+        elif row.window_start is None:
+            bad_time += row["count"]
+        else:
+            no_user += row["count"]
+    return users, Summary(users=len(users), failed_logins=sum(users.values()),
+                          user_bytes=sum(len(user.encode()) + ROW_OVERHEAD_BYTES for user, _ in users),
+                          no_user=no_user, bad_time=bad_time)
 
 
 def counts_part(counts: DataFrame, parts: int, part: int) -> DataFrame:

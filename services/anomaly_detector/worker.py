@@ -10,7 +10,15 @@ from sqlalchemy import Connection
 
 from services.anomaly_detector.alerts import AlertPublisher, Counts, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
-from services.anomaly_detector.topology import MAX_COUNT_BYTES, counts_part, failed_logins, listed_summary, summary
+from services.anomaly_detector.topology import (
+    MAX_COUNT_BYTES,
+    Summary,
+    counts_part,
+    failed_logins,
+    small_batch_counts,
+    summary,
+    summed_up,
+)
 from shared.config import Config
 from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
@@ -28,8 +36,9 @@ from shared.worker.query_run import QueryRun
 # returns): 32 MB parts peaked at 215 MB of Python, measured.
 PART_BYTES = 8 << 20
 
-# A batch's counts, cached, unless its summary lists them; its summary.
-Counted = tuple[DataFrame | None, Row]
+# A batch's users' counts, cached in Spark to be read in parts (a large
+# batch's) or in Python (a small one's); its summary.
+Counted = tuple[DataFrame | Counts, Summary]
 
 
 class AnomalyDetector:
@@ -52,16 +61,16 @@ class AnomalyDetector:
         def count_failures(batch: DataFrame, records: int) -> Counted:
             if records * MAX_COUNT_BYTES <= PART_BYTES:
                 # However many distinct users, the counts fit one part (a
-                # steady stream's batches): listed by the summary's own job,
-                # with nothing cached, instead of a second job of their own.
-                return None, first_row(listed_summary(batch, config.window_seconds))
+                # steady stream's batches): collected by one job, nothing
+                # cached, instead of a summary's job and a part's.
+                return summed_up(small_batch_counts(batch, config.window_seconds).collect())
             counts = failed_logins(batch, config.window_seconds).persist()
-            return counts, first_row(summary(counts))
+            return counts, Summary(**first_row(summary(counts)).asDict())
 
         def write(connection: Connection, counted: Counted) -> dict[str, int]:
             counts, result = counted
-            if counts is None:
-                parts: Iterable[Counts] = [as_counts(result.listed)]
+            if isinstance(counts, dict):
+                parts: Iterable[Counts] = [counts]
             else:
                 parts = collected_in_parts(result.user_bytes, PART_BYTES,
                                            lambda parts, part: as_counts(counts_part(counts, parts, part).collect()))
@@ -89,7 +98,7 @@ def first_row(summary: DataFrame) -> Row:
 
 def warm_up(spark: SparkSession, config: Config) -> None:
     lines = kafka_records(spark, ["user_id: alice | action: login failed", "bob | action: login"])
-    listed_summary(lines, config.window_seconds).first()
+    small_batch_counts(lines, config.window_seconds).collect()
     counts = failed_logins(lines, config.window_seconds).persist()
     summary(counts).first()
     counts_part(counts, 1, 0).collect()

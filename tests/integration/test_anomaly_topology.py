@@ -7,10 +7,12 @@ import pytest
 from services.anomaly_detector.topology import (
     NO_USER,
     ROW_OVERHEAD_BYTES,
+    Summary,
     counts_part,
     failed_logins,
-    listed_summary,
+    small_batch_counts,
     summary,
+    summed_up,
 )
 from tests.clock import T0
 
@@ -71,20 +73,21 @@ def test_lines_stamped_far_ahead_of_the_clock_are_skipped_without_a_window(spark
 
 
 def test_a_batchs_counts_in_parts_are_its_users_counts_each_once_and_the_summary_adds_them_up(spark):
-    lines = [f"user{i % 700}|login failed" for i in range(2000)] + ["|login failed"] * 3 + ["zed|login failed"]
+    users = [f"user{u}" for u in range(699)] + ["Ærøskøbing"]  # bytes, not characters, in user_bytes
+    lines = [f"{users[i % 700]}|login failed" for i in range(2000)] + ["|login failed"] * 3 + ["zed|login failed"]
     frame = lines_frame(spark, lines, seconds={len(lines) - 1: 10**10})
     counts = failed_logins(frame, 10)
     parts = [counts_part(counts, 4, part).collect() for part in range(4)]
     assert all(100 < len(part) < 250 for part in parts)  # 700 users, spread
     assert sorted((r.user, r.window_start, r["count"]) for part in parts for r in part) == sorted(
-        (f"user{u}", T0, 3 if u < 600 else 2) for u in range(700))
-    result = summary(counts).first()
-    assert (result.users, result.failed_logins, result.no_user, result.bad_time) == (700, 2000, 3, 1)
-    assert result.user_bytes == sum(len(f"user{u}") + ROW_OVERHEAD_BYTES for u in range(700))
-    # A small batch's summary lists the same counts itself, in one stage: no shuffle.
-    small = listed_summary(frame, 10)
+        (users[u], T0, 3 if u < 600 else 2) for u in range(700))
+    result = Summary(**summary(counts).first().asDict())
+    assert result == Summary(users=700, failed_logins=2000, no_user=3, bad_time=1,
+                             user_bytes=sum(len(user.encode()) + ROW_OVERHEAD_BYTES for user in users))
+    # A small batch's counts come whole from one stage (no shuffle), and
+    # Python sums them up as Spark does.
+    small = small_batch_counts(frame, 10)
     assert "Exchange" not in small._jdf.queryExecution().executedPlan().toString()
-    listed = small.first()
-    assert listed.asDict() == {**result.asDict(), "listed": listed.listed}
-    assert sorted((r.user, r.window_start, r["count"]) for r in listed.listed) == sorted(
-        (r.user, r.window_start, r["count"]) for part in parts for r in part)
+    users, small_result = summed_up(small.collect())
+    assert small_result == result
+    assert users == {(r.user, r.window_start): r["count"] for part in parts for r in part}
