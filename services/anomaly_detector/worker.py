@@ -65,7 +65,9 @@ class AnomalyDetector:
                 # cached, instead of a summary's job and a part's.
                 return summed_up(small_batch_counts(batch, config.window_seconds).collect())
             counts = failed_logins(batch, config.window_seconds).persist()
-            return counts, Summary(**first_row(summary(counts)).asDict())
+            result = summary(counts).first()
+            assert result is not None  # an aggregate: one row
+            return counts, Summary(**result.asDict())
 
         def write(connection: Connection, counted: Counted) -> dict[str, int]:
             counts, result = counted
@@ -88,12 +90,6 @@ class AnomalyDetector:
 
 def as_counts(rows: Iterable[Row]) -> Counts:
     return {(row.user, row.window_start): row["count"] for row in rows}
-
-
-def first_row(summary: DataFrame) -> Row:
-    result = summary.first()
-    assert result is not None  # an aggregate: one row
-    return result
 
 
 def warm_up(spark: SparkSession, config: Config) -> None:
