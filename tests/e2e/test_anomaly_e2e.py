@@ -127,7 +127,7 @@ def test_exactly_the_contracts_alerts_however_batched(stack, prefix, database_ur
 
 
 def test_a_batch_too_large_to_list_its_counts_collects_them_in_parts(stack, prefix, database_url, release, workers):
-    """The tests above read small batches, whose summary lists their counts;
+    """The tests above read small batches, whose counts one job collects whole;
     a batch of more lines than one part holds at the longest user ids (here
     the backlog after the cold first batch) collects them in parts instead."""
     lines = 3 * PART_BYTES // MAX_COUNT_BYTES  # the cold run stores a batch of 2,500 first
