@@ -20,6 +20,8 @@ here) or by an earlier run in this batch (`run_thresholds`).
 """
 
 import functools
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
@@ -155,7 +157,7 @@ def grouped(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFram
     Each record is grouped twice, once under each key, the other key's
     columns null (not with grouping sets: their Expand hides the input's
     partitioning from the planner, which then shuffles even a batch read by
-    one task: listed_summary)."""
+    one task: small_batch_groups)."""
     return (classified(words, window_seconds, thresholds).select(_keyed_twice(), "offset", *PLACE)
             .groupBy("is_count", *COUNT_KEY, *RUN).agg(*_group_aggregations()))
 
@@ -183,20 +185,77 @@ def _group_aggregations() -> list[Column]:
             F.max_by("word_index", "offset").alias("highest_word_index")]
 
 
-def summary(groups: DataFrame) -> DataFrame:
-    """The batch in one row: `rows` and `counted` (the counts to store and the
+class Run(NamedTuple):
+    """One run's group of a batch (a text processor's query run, in one
+    `words` partition and one textlines partition): its first offset in the
+    batch, its lowest line offset and its highest place (line_offset,
+    word_index)."""
+
+    partition: int
+    line_partition: int
+    run: int
+    first_offset: int
+    lowest_line_offset: int
+    highest: tuple[int, int]
+
+
+class Summary(NamedTuple):
+    """A batch in one row: `rows` and `counted` (the counts to store and the
     words they hold), `copy_bytes` (the size of their COPY text), `repeated`,
-    `bad_time` and `bad_key` (the records skipped for each reason), and
-    `runs` (each run's group)."""
-    return groups.agg(*_summary_columns())
+    `bad_time` and `bad_key` (the records skipped for each reason), each of
+    its `runs`, and its COPY text itself (`lines`) when it was small enough
+    to be collected whole (else None: made in parts, copy_text)."""
+
+    rows: int
+    counted: int
+    copy_bytes: int
+    repeated: int
+    bad_time: int
+    bad_key: int
+    runs: list[Run]
+    lines: str | None = None
 
 
-def listed_summary(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
-    """The summary of a batch of words known to be small, and its COPY text
-    itself (`lines`), made by one task in one stage: read, grouped and summed
-    up with no shuffle, nothing cached."""
-    lines = F.string_agg(F.when(_is_word(), _copy_line()), "\n").alias("lines")
-    return grouped(words.coalesce(1), window_seconds, thresholds).agg(*_summary_columns(), lines)
+def summary(groups: DataFrame) -> Summary:
+    """The Summary of a batch's groups, summed up by Spark (one job)."""
+    row = groups.agg(*_summary_columns()).first()
+    assert row is not None  # an aggregate: one row
+    fields = row.asDict()
+    runs = [Run(run.partition, run.line_partition, run.run, run.first_offset, run.lowest_line_offset,
+                (run.highest.line_offset, run.highest.word_index)) for run in fields.pop("runs")]
+    return Summary(**fields, runs=runs)
+
+
+def small_batch_groups(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:
+    """`grouped` of a batch of words known to be small, made by one task in
+    one stage with no shuffle, with each count's COPY line (`line`).
+    Collected whole and summed up in Python (summed_up): summing them up in
+    Spark too, in the same job, took an object aggregation (a list of runs,
+    a string of lines) that Spark runs without generated code."""
+    return grouped(words.coalesce(1), window_seconds, thresholds).select(
+        "is_count", "status", "n", F.when(_is_word(), _copy_line()).alias("line"), *RUN, "first_offset",
+        "lowest_line_offset", "highest_line_offset", "highest_word_index")
+
+
+def summed_up(groups: Iterable[Row]) -> Summary:
+    """A small batch's groups as collected (small_batch_groups) -> the
+    Summary that `summary` makes of the same groups, with its COPY text."""
+    lines: list[str] = []
+    counted = 0
+    skipped = dict.fromkeys(SKIPPED, 0)
+    runs = []
+    for group in groups:
+        if group.is_count == 1 and group.status == COUNTED:
+            lines.append(group.line)
+            counted += group.n
+        elif group.is_count == 1:
+            skipped[group.status] += group.n
+        elif group.run is not None:
+            runs.append(Run(group.partition, group.line_partition, group.run, group.first_offset,
+                            group.lowest_line_offset, (group.highest_line_offset, group.highest_word_index)))
+    return Summary(rows=len(lines), counted=counted, copy_bytes=sum(len(line) + 1 for line in lines),
+                   repeated=skipped[REPEATED], bad_time=skipped[BAD_TIME], bad_key=skipped[BAD_KEY], runs=runs,
+                   lines="\n".join(lines))
 
 
 @functools.cache
@@ -240,7 +299,7 @@ def _copy_line() -> Column:
 MAX_COPY_LINE_BYTES = 20 + 2 * MAX_KEY_BYTES + 20 + 3
 
 
-def run_thresholds(counted_before: dict, runs: list[Row]) -> tuple[dict, dict, bool]:
+def run_thresholds(counted_before: dict, runs: list[Run]) -> tuple[dict, dict, bool]:
     """From the highest place counted before this batch ({(partition,
     line_partition): (line_offset, word_index)}) and a summary's `runs`:
 
@@ -264,5 +323,5 @@ def run_thresholds(counted_before: dict, runs: list[Row]) -> tuple[dict, dict, b
         if before is not None and pair in pairs_with_a_run and run.lowest_line_offset <= before[0]:
             repeats = True
         pairs_with_a_run.add(pair)
-        highest[pair] = tuple(run.highest) if before is None else max(before, tuple(run.highest))
+        highest[pair] = run.highest if before is None else max(before, run.highest)
     return per_run, highest, repeats

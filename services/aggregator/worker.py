@@ -3,18 +3,20 @@
 from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from sqlalchemy import Connection, text
 
 from services.aggregator.topology import (
     MAX_COPY_LINE_BYTES,
+    Summary,
     copy_text,
     grouped,
-    listed_summary,
     run_thresholds,
+    small_batch_groups,
     summary,
+    summed_up,
 )
 from shared.config import Config
 from shared.events import PLACE_HEADER, line_place, place_value
@@ -55,8 +57,8 @@ STORE_PLACE = text("""
 
 
 Places = dict[tuple[int, int], tuple[int, int]]  # (partition, line partition) -> (line offset, word index)
-# A batch's groups (None: its summary lists its COPY text), its summary, the places it moved.
-Summarized = tuple[DataFrame | None, Row, Places]
+# A batch's groups (None: its summary holds its COPY text), its summary, the places it moved.
+Summarized = tuple[DataFrame | None, Summary, Places]
 
 # Its steady batches begin half a second past the second, once the text
 # processor's batch begun on that second has written its words: begun on the
@@ -66,7 +68,7 @@ PHASE_S = 0.5
 # The COPY text is collected this much at a time (about 750,000 counts of
 # 20-letter words), so a batch of long distinct words cannot fill the
 # driver: 2,000,000 words of 2,000 bytes would be 8 GB of text. Enough for
-# a cold first batch's, however long its words, to be listed by its summary.
+# a cold first batch's, however long its words, to be collected whole.
 COPY_PART_BYTES = 48 << 20
 
 
@@ -92,9 +94,9 @@ class CopySource:
         return chunk.encode("ascii")
 
 
-def add_counts(connection: Connection, groups: DataFrame | None, result: Row, window_seconds: int) -> None:
+def add_counts(connection: Connection, groups: DataFrame | None, result: Summary, window_seconds: int) -> None:
     if result.rows:
-        parts: Iterable[str] = [result.lines] if groups is None else collected_in_parts(
+        parts: Iterable[str] = [result.lines or ""] if groups is None else collected_in_parts(
             result.copy_bytes, COPY_PART_BYTES,
             lambda slices, part: copy_text(groups, slices, part).collect()[0].lines or "")
         raw: Any = connection.connection  # psycopg2's, whose cursor is a context manager
@@ -116,22 +118,19 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
 
     def summarize_batch(batch: DataFrame, records: int) -> Summarized:
         """The batch's groups (cached until its transaction is committed;
-        None for a small batch, whose summary lists its COPY text), its
+        None for a small batch, whose summary holds its COPY text), its
         summary and the highest places after it. (The fence on offsets
         guarantees nobody else moved those places meanwhile: they move only
         with the offsets, in one transaction.)"""
         before = counted_places()
 
-        def summarized(thresholds: dict[Any, Any]) -> tuple[DataFrame | None, Row]:
+        def summarized(thresholds: dict[Any, Any]) -> tuple[DataFrame | None, Summary]:
             if records * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES:
                 # However long its words, its COPY text fits one part (a
-                # steady stream's batches): listed by the summary's own job.
-                groups, result = None, listed_summary(batch, window_seconds, thresholds).first()
-            else:
-                groups = grouped(batch, window_seconds, thresholds).persist()
-                result = summary(groups).first()
-            assert result is not None  # an aggregate: one row
-            return groups, result
+                # steady stream's batches): its groups collected by one job.
+                return None, summed_up(small_batch_groups(batch, window_seconds, thresholds).collect())
+            groups = grouped(batch, window_seconds, thresholds).persist()
+            return groups, summary(groups)
 
         groups, result = summarized(before)
         per_run, after, repeats = run_thresholds(before, result.runs)
@@ -170,9 +169,9 @@ def warm_up(spark: SparkSession, config: Config) -> None:
                         F.lit(0))
     header = F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))
     words = kafka_records(spark, ["fox", "jumps"], F.array(header))
-    listed_summary(words, config.window_seconds, {}).first()
+    small_batch_groups(words, config.window_seconds, {}).collect()
     groups = grouped(words, config.window_seconds, {}).persist()
-    summary(groups).first()
+    summary(groups)
     copy_text(groups, 1, 0).collect()
     groups.unpersist()
 

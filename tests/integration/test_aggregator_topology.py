@@ -45,8 +45,8 @@ def summary(spark, records, window_seconds=10, thresholds=None, slices=1):
     frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
     groups = topology.grouped(frame, window_seconds, thresholds or {})
     parts = [topology.copy_text(groups, slices, part).first().lines for part in range(slices)]
-    return SimpleNamespace(**topology.summary(groups).first().asDict(), parts=parts,
-                           lines="\n".join(part for part in parts if part))
+    lines = "\n".join(part for part in parts if part)
+    return SimpleNamespace(**topology.summary(groups)._replace(lines=lines)._asdict(), parts=parts)
 
 
 def parsed(lines):
@@ -91,7 +91,7 @@ def test_the_event_time_in_a_words_place_windows_it(spark):
     assert parsed(result.lines) == {(T0, "placed"): 1, (T0 + 10, "placed"): 1, (T0 + 20, "older"): 1,
                                     (T0 + 100, "short"): 1}
     assert (result.bad_time, result.counted) == (1, 4)
-    assert {(run_.line_partition, run_.highest.line_offset) for run_ in result.runs} == {(1, 8)}
+    assert {(run_.line_partition, run_.highest[0]) for run_ in result.runs} == {(1, 8)}
 
 
 def test_without_a_usable_header_the_record_timestamp_is_the_event_time(spark):
@@ -188,18 +188,20 @@ def test_the_copy_text_comes_in_slices_that_hold_each_count_once(spark):
     assert len(parsed(whole.lines)) == whole.rows == 37 * 3
 
 
-def test_a_small_batchs_summary_lists_the_same_copy_text_itself(spark):
+def test_a_small_batchs_groups_summed_up_in_python_make_the_same_summary_as_spark(spark):
     records = [record(f"w{n % 37}", T0 + n % 30, place=(n % 2, n, 0, 7, (T0 + n % 30) * 1000)) for n in range(500)]
-    records += [record(None, T0), record("overflow", T0, header_value=b"99999999999999999")]
+    records += [record(None, T0), record("overflow", T0, header_value=b"99999999999999999"),
+                record("Ærøskøbing", T0, event_time=T0)]
     whole = summary(spark, records, thresholds={(0, 0): (100, 0)})
     frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
-    small = topology.listed_summary(frame, 10, {(0, 0): (100, 0)})
+    small = topology.small_batch_groups(frame, 10, {(0, 0): (100, 0)})
     assert "Exchange" not in small._jdf.queryExecution().executedPlan().toString()  # one stage: no shuffle
-    listed = small.first().asDict()
-    assert sorted(listed.pop("lines").split("\n")) == sorted(whole.lines.split("\n"))
-    assert sorted(listed.pop("runs")) == sorted(whole.runs)
-    assert listed == {key: value for key, value in vars(whole).items() if key not in ("lines", "parts", "runs")}
-    assert (whole.repeated, whole.bad_key, whole.bad_time) == (51, 1, 1)
+    summed = topology.summed_up(small.collect())
+    assert sorted(summed.lines.split("\n")) == sorted(whole.lines.split("\n"))
+    assert sorted(summed.runs) == sorted(whole.runs) and len(whole.runs) == 2
+    by_spark = topology.Summary(**{key: value for key, value in vars(whole).items() if key != "parts"})
+    assert summed._replace(lines=None, runs=[]) == by_spark._replace(lines=None, runs=[])
+    assert (whole.repeated, whole.bad_key, whole.bad_time, whole.copy_bytes) == (51, 1, 1, len(whole.lines) + 1)
 
 
 def test_counts_copied_in_parts_reach_postgres_whole(spark, database_url, monkeypatch):
@@ -207,7 +209,7 @@ def test_counts_copied_in_parts_reach_postgres_whole(spark, database_url, monkey
     records = [record(f"w{n % 37}", T0 + n % 30, event_time=T0 + n % 30) for n in range(500)]
     frame = spark.createDataFrame([(*r, offset) for offset, r in enumerate(records)], SCHEMA)
     groups = topology.grouped(frame, 10, {}).persist()
-    result = topology.summary(groups).first()
+    result = topology.summary(groups)
     engine = engine_for(postgres_url(database_url))
     try:
         migrate(engine)

@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from devstack.local_stack import wait_until
-from services.aggregator.topology import copy_text, grouped, listed_summary
+from services.aggregator.topology import copy_text, grouped, small_batch_groups
 from services.anomaly_detector.topology import failed_logins
 from services.text_processor.topology import words
 from shared.events import PLACE_HEADER, line_place, place_value
@@ -77,7 +77,7 @@ def static_records(spark) -> DataFrame:
 
 PLANS = {
     "text processor": lambda records: words(records, run=7),
-    "aggregator": lambda records: listed_summary(records, WINDOW_SECONDS, {(0, 0, 5): (3, 1)}),
+    "aggregator": lambda records: small_batch_groups(records, WINDOW_SECONDS, {(0, 0, 5): (3, 1)}),
     "aggregator's copy text": lambda records: copy_text(grouped(records, WINDOW_SECONDS, {}), 2, 1),
     "anomaly detector": lambda records: failed_logins(records, WINDOW_SECONDS),
 }

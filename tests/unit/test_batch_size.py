@@ -41,7 +41,7 @@ def big_backlog() -> int:
 
 
 def test_a_cold_process_reads_a_200th_of_a_full_batch_first_unless_that_is_under_250_records():
-    assert cold_records(100_000, big_backlog) == 500  # the text processor's
+    assert cold_records(200_000, big_backlog) == 1_000  # the text processor's
     assert cold_records(2_000_000, big_backlog) == 10_000  # the aggregator's
     assert cold_records(50_000, big_backlog) == 250
     assert cold_records(49_999, big_backlog) is None  # small batches already: no run to spare
@@ -61,8 +61,8 @@ def test_the_backlog_is_asked_for_only_when_a_small_first_batch_is_possible():
     assert cold_records(49_999, not_asked) is None
 
 
-def test_the_aggregators_cold_first_batch_is_summarized_and_listed_in_one_spark_job():
-    """However long its words, its COPY text fits the one part a listed
-    summary holds: a second job is a cold JVM's first of its kind."""
+def test_the_aggregators_cold_first_batch_is_grouped_and_collected_by_one_spark_job():
+    """However long its words, its COPY text fits the one part collected
+    whole: a second job is a cold JVM's first of its kind."""
     first = cold_records(AGGREGATOR.batch_records, big_backlog)
     assert first is not None and first * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES
