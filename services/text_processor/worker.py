@@ -25,8 +25,5 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     words(kafka_records(spark, ["The quick brown fox", "jumps over"]), run=0).collect()
 
 
-# On a backlog, batches of 100,000 lines made 5 to 10 % fewer lines a second
-# (docs/decisions/cold-start.md); a stop waits for the running batch, up to
-# 10 s (shared.worker.query_run), and one of 200,000 takes about 7 s.
-TEXT_PROCESSOR = Worker(name="text-processor", topic="textlines", batch_records=200_000, start_query=start_query,
+TEXT_PROCESSOR = Worker(name="text-processor", topic="textlines", batch_records=100_000, start_query=start_query,
                         warm_up=warm_up)
