@@ -200,7 +200,7 @@ class Run(NamedTuple):
 
 
 class Summary(NamedTuple):
-    """A batch in one row: `rows` and `counted` (the counts to store and the
+    """A batch summed up: `rows` and `counted` (the counts to store and the
     words they hold), `copy_bytes` (the size of their COPY text), `repeated`,
     `bad_time` and `bad_key` (the records skipped for each reason), each of
     its `runs`, and its COPY text itself (`lines`) when it was small enough
