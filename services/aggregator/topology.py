@@ -46,6 +46,8 @@ SKIPPED = {REPEATED: "repeated", BAD_TIME: "bad_time", BAD_KEY: "bad_key"}
 COUNT_KEY = ("status", "window_start", "word")
 RUN = ("partition", "line_partition", "run")
 PLACE = ("line_offset", "word_index")
+# A run's group as it is collected: its key, then what a Run holds of it.
+RUN_COLUMNS = (*RUN, "first_offset", "lowest_line_offset", "highest_line_offset", "highest_word_index")
 
 
 # A micro-batch's plan is built anew for each batch, and each Column made
@@ -216,13 +218,17 @@ class Summary(NamedTuple):
     lines: str | None = None
 
 
+def _run(group: Row) -> Run:
+    return Run(group.partition, group.line_partition, group.run, group.first_offset, group.lowest_line_offset,
+               (group.highest_line_offset, group.highest_word_index))
+
+
 def summary(groups: DataFrame) -> Summary:
     """The Summary of a batch's groups, summed up by Spark (one job)."""
     row = groups.agg(*_summary_columns()).first()
     assert row is not None  # an aggregate: one row
     fields = row.asDict()
-    runs = [Run(run.partition, run.line_partition, run.run, run.first_offset, run.lowest_line_offset,
-                (run.highest.line_offset, run.highest.word_index)) for run in fields.pop("runs")]
+    runs = [_run(run) for run in fields.pop("runs")]
     return Summary(**fields, runs=runs)
 
 
@@ -233,8 +239,7 @@ def small_batch_groups(words: DataFrame, window_seconds: int, thresholds: dict) 
     Spark too, in the same job, took an object aggregation (a list of runs,
     a string of lines) that Spark runs without generated code."""
     return grouped(words.coalesce(1), window_seconds, thresholds).select(
-        "is_count", "status", "n", F.when(_is_word(), _copy_line()).alias("line"), *RUN, "first_offset",
-        "lowest_line_offset", "highest_line_offset", "highest_word_index")
+        "is_count", "status", "n", F.when(_is_word(), _copy_line()).alias("line"), *RUN_COLUMNS)
 
 
 def summed_up(groups: Iterable[Row]) -> Summary:
@@ -251,8 +256,7 @@ def summed_up(groups: Iterable[Row]) -> Summary:
         elif group.is_count == 1:
             skipped[group.status] += group.n
         elif group.run is not None:
-            runs.append(Run(group.partition, group.line_partition, group.run, group.first_offset,
-                            group.lowest_line_offset, (group.highest_line_offset, group.highest_word_index)))
+            runs.append(_run(group))
     return Summary(rows=len(lines), counted=counted, copy_bytes=sum(len(line) + 1 for line in lines),
                    repeated=skipped[REPEATED], bad_time=skipped[BAD_TIME], bad_key=skipped[BAD_KEY], runs=runs,
                    lines="\n".join(lines))
@@ -265,8 +269,7 @@ def _summary_columns() -> list[Column]:
     def skipped(status: int) -> Column:
         return F.coalesce(F.sum(F.when(is_count & (F.col("status") == status), F.col("n"))), F.lit(0))
 
-    run = F.struct(*RUN, "first_offset", "lowest_line_offset",
-                   F.struct(*[F.col(f"highest_{name}").alias(name) for name in PLACE]).alias("highest"))
+    run = F.struct(*RUN_COLUMNS)
     return [
         F.count_if(_is_word()).alias("rows"),
         F.coalesce(F.sum(F.when(_is_word(), F.col("n"))), F.lit(0)).alias("counted"),

@@ -74,9 +74,11 @@ class Summary(NamedTuple):
     bad_time: int
 
 
-def summary(counts: DataFrame) -> DataFrame:
-    """The Summary of a batch's counts, in one row."""
-    return counts.agg(*_summary_columns())
+def summary(counts: DataFrame) -> Summary:
+    """The Summary of a batch's counts, summed up by Spark (one job)."""
+    row = counts.agg(*_summary_columns()).first()
+    assert row is not None  # an aggregate: one row
+    return Summary(**row.asDict())
 
 
 @functools.cache

@@ -65,9 +65,7 @@ class AnomalyDetector:
                 # cached, instead of a summary's job and a part's.
                 return summed_up(small_batch_counts(batch, config.window_seconds).collect())
             counts = failed_logins(batch, config.window_seconds).persist()
-            result = summary(counts).first()
-            assert result is not None  # an aggregate: one row
-            return counts, Summary(**result.asDict())
+            return counts, summary(counts)
 
         def write(connection: Connection, counted: Counted) -> dict[str, int]:
             counts, result = counted
@@ -96,7 +94,7 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     lines = kafka_records(spark, ["user_id: alice | action: login failed", "bob | action: login"])
     small_batch_counts(lines, config.window_seconds).collect()
     counts = failed_logins(lines, config.window_seconds).persist()
-    summary(counts).first()
+    summary(counts)
     counts_part(counts, 1, 0).collect()
     counts.unpersist()
 

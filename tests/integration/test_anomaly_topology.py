@@ -81,7 +81,7 @@ def test_a_batchs_counts_in_parts_are_its_users_counts_each_once_and_the_summary
     assert all(100 < len(part) < 250 for part in parts)  # 700 users, spread
     assert sorted((r.user, r.window_start, r["count"]) for part in parts for r in part) == sorted(
         (users[u], T0, 3 if u < 600 else 2) for u in range(700))
-    result = Summary(**summary(counts).first().asDict())
+    result = summary(counts)
     assert result == Summary(users=700, failed_logins=2000, no_user=3, bad_time=1,
                              user_bytes=sum(len(user.encode()) + ROW_OVERHEAD_BYTES for user in users))
     # A small batch's counts come whole from one stage (no shuffle), and
