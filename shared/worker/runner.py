@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from shared import background
 from shared import config as config_module
 from shared import spark as spark_module
-from shared.batch_size import BatchSize, cold_records
+from shared.batch_size import BatchSize, cold_batch
 from shared.launch import Launch, Launched, begin
 from shared.logs import log
 from shared.migrations import migrate
@@ -235,8 +235,12 @@ class Supervisor:
             else:
                 records = self.context.batch_size.records
                 starting = self.resume_from(partitions)
-                first = cold_records(records, lambda: self.backlog(starting)) if cold else None
-                query_run, error = self.run_query(starting, first or records, one_batch=bool(first))
+                first = cold_batch(records, lambda: self.waiting(starting)) if cold else None
+                if first:
+                    query_run, error = self.run_query({first.partition: starting[first.partition]}, first.records,
+                                                      one_batch=True)
+                else:
+                    query_run, error = self.run_query(starting, records)
                 cold = cold and not query_run.stored_any_batch()
                 ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)
@@ -331,9 +335,9 @@ class Supervisor:
         """Where a run on `partitions` begins: the stored offsets."""
         return starting_offsets(partitions, self.context.progress, self.context.config.spark.start_from)
 
-    def backlog(self, starting: Offsets) -> int:
-        """How many records wait from `starting` on."""
-        return sum(end - first for first, end in self.member.offset_ranges(starting).values())
+    def waiting(self, starting: Offsets) -> dict[int, int]:
+        """How many records wait in each partition from `starting` on."""
+        return {partition: end - first for partition, (first, end) in self.member.offset_ranges(starting).items()}
 
     # What shared.worker.search needs.
 

@@ -2,7 +2,7 @@
 
 from services.aggregator.topology import MAX_COPY_LINE_BYTES
 from services.aggregator.worker import AGGREGATOR, COPY_PART_BYTES
-from shared.batch_size import BatchSize, cold_records
+from shared.batch_size import BatchSize, cold_batch
 
 
 def test_a_batch_over_the_budget_makes_the_next_ones_fit_it():
@@ -36,33 +36,40 @@ def test_one_record_over_the_budget_still_makes_batches_of_one():
     assert size.records == 1
 
 
-def big_backlog() -> int:
-    return 10_000_000
+def big_backlog() -> dict[int, int]:
+    return {0: 2_000_000, 1: 5_000_000, 2: 3_000_000}
 
 
 def test_a_cold_process_reads_a_200th_of_a_full_batch_first_unless_that_is_under_250_records():
-    assert cold_records(100_000, big_backlog) == 500  # the text processor's
-    assert cold_records(2_000_000, big_backlog) == 10_000  # the aggregator's
-    assert cold_records(50_000, big_backlog) == 250
-    assert cold_records(49_999, big_backlog) is None  # small batches already: no run to spare
-    assert cold_records(500, big_backlog) is None
+    assert cold_batch(100_000, big_backlog) == (1, 500)  # the text processor's
+    assert cold_batch(2_000_000, big_backlog) == (1, 10_000)  # the aggregator's
+    assert cold_batch(50_000, big_backlog) == (1, 250)
+    assert cold_batch(49_999, big_backlog) is None  # small batches already: no run to spare
+    assert cold_batch(500, big_backlog) is None
+
+
+def test_a_cold_first_batch_reads_the_partition_with_the_most_waiting():
+    """One task pays the cold JVM's cost once: a task per partition paid it twice at once."""
+    assert cold_batch(100_000, lambda: {0: 400, 1: 300, 2: 700}) == (2, 500)
+    assert cold_batch(100_000, lambda: {3: 700, 1: 700, 2: 0}) == (1, 500)  # a tie: the lowest
+    assert cold_batch(100_000, lambda: {5: 1_001}) == (5, 500)
 
 
 def test_a_backlog_of_up_to_two_cold_batches_is_read_whole_by_the_first_batch():
     """A second query run costs a cold JVM more than those records do."""
-    assert cold_records(100_000, lambda: 1_000) is None
-    assert cold_records(100_000, lambda: 1_001) == 500
-    assert cold_records(100_000, lambda: 0) is None  # nothing waiting
+    assert cold_batch(100_000, lambda: {0: 600, 1: 400}) is None
+    assert cold_batch(100_000, lambda: {0: 600, 1: 401}) == (0, 500)
+    assert cold_batch(100_000, lambda: {0: 0}) is None  # nothing waiting
 
 
 def test_the_backlog_is_asked_for_only_when_a_small_first_batch_is_possible():
-    def not_asked() -> int:
+    def not_asked() -> dict[int, int]:
         raise AssertionError("the brokers asked for nothing")
-    assert cold_records(49_999, not_asked) is None
+    assert cold_batch(49_999, not_asked) is None
 
 
 def test_the_aggregators_cold_first_batch_is_grouped_and_collected_by_one_spark_job():
     """However long its words, its COPY text fits the one part collected
     whole: a second job is a cold JVM's first of its kind."""
-    first = cold_records(AGGREGATOR.batch_records, big_backlog)
-    assert first is not None and first * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES
+    first = cold_batch(AGGREGATOR.batch_records, big_backlog)
+    assert first is not None and first.records * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES

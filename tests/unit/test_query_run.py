@@ -127,19 +127,20 @@ def test_an_abandoned_batch_writes_no_line_and_hands_no_offsets_over(capsys):
 
 
 def test_a_cold_run_whose_stop_cut_its_next_batch_short_is_followed_by_full_batches():
-    """A process's first run reads a 200th of a batch and ends after its
-    first stored batch; the batch that began as it stopped stores nothing.
-    The next run reads full batches: the process is warm."""
-    partitions = iter([(0,), (0,), None])
+    """A process's first run reads a 200th of a batch of its busiest
+    partition and ends after its first stored batch; the batch that began
+    as it stopped stores nothing. The next run reads full batches of every
+    partition: the process is warm."""
+    partitions = iter([(0, 1), (0, 1), None])
     member = SimpleNamespace(topic=TOPIC, wait_for_partitions=lambda: next(partitions),
-                             offset_ranges=lambda starting: {0: (0, 10_000_000)})
+                             offset_ranges=lambda starting: {0: (0, 10_000), 1: (0, 10_000_000)})
     context = SimpleNamespace(kafka=None, batch_size=BatchSize(200_000, None), stop_requested=threading.Event())
     supervisor = runner.Supervisor(Worker(name="echo", topic="textlines", batch_records=200_000, start_query=None),
                                    SimpleNamespace(lost=lambda: None), member, context, Runs(), None)
     read = []
 
     def run_query(starting, records, one_batch=False):
-        read.append(records)
+        read.append((starting, records))
         run = QueryRun("echo", starting)
         batches = [progress(RUN_A, 0, None, {0: records}, rows=records),
                    progress(RUN_A, 1, {0: records}, {0: 2 * records}, rows=records)]
@@ -147,9 +148,9 @@ def test_a_cold_run_whose_stop_cut_its_next_batch_short_is_followed_by_full_batc
         run.abandon(1)
         run.end(Ended.RESIZED if one_batch else Ended.STOPPED)
         return run, None
-    supervisor.resume_from, supervisor.run_query = lambda partitions: {0: 0}, run_query
+    supervisor.resume_from, supervisor.run_query = lambda partitions: {0: 0, 1: 0}, run_query
     supervisor.run()
-    assert read == [1_000, 200_000]
+    assert read == [({1: 0}, 1_000), ({0: 0, 1: 0}, 200_000)]
 
 
 def test_a_batch_that_read_nothing_writes_no_line_but_hands_its_offsets_over(capsys):
