@@ -236,7 +236,7 @@ class Supervisor:
                 records = self.context.batch_size.records
                 starting = self.resume_from(partitions)
                 first = cold_batch(records, lambda: self.waiting(starting)) if cold else None
-                if first:
+                if first is not None:
                     query_run, error = self.run_query({first.partition: starting[first.partition]}, first.records,
                                                       one_batch=True)
                 else:
