@@ -237,10 +237,8 @@ class Supervisor:
                 starting = self.resume_from(partitions)
                 first = cold_batch(records, lambda: self.waiting(starting)) if cold else None
                 if first is not None:
-                    query_run, error = self.run_query({first.partition: starting[first.partition]}, first.records,
-                                                      one_batch=True)
-                else:
-                    query_run, error = self.run_query(starting, records)
+                    starting, records = {first.partition: starting[first.partition]}, first.records
+                query_run, error = self.run_query(starting, records, one_batch=first is not None)
                 cold = cold and not query_run.stored_any_batch()
                 ended = self.outcome(query_run, error)
             step, history = next_step(ended, history)

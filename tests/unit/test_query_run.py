@@ -142,8 +142,9 @@ def test_a_cold_run_whose_stop_cut_its_next_batch_short_is_followed_by_full_batc
     def run_query(starting, records, one_batch=False):
         read.append((starting, records))
         run = QueryRun("echo", starting)
-        batches = [progress(RUN_A, 0, None, {0: records}, rows=records),
-                   progress(RUN_A, 1, {0: records}, {0: 2 * records}, rows=records)]
+        partition = min(starting)  # the batches' progress on one of the partitions read
+        batches = [progress(RUN_A, 0, None, {partition: records}, rows=records),
+                   progress(RUN_A, 1, {partition: records}, {partition: 2 * records}, rows=records)]
         run.query = SimpleNamespace(lastProgress=batches[-1], recentProgress=batches)
         run.abandon(1)
         run.end(Ended.RESIZED if one_batch else Ended.STOPPED)
