@@ -82,7 +82,10 @@ def driver_command(options: dict[str, str], spark_home: Path) -> list[str]:
 def start_gateway(options: dict[str, str], spark_home: Path) -> JavaGateway:
     """Start the driver's JVM and connect to its Py4J gateway, as PySpark's
     launch_gateway does: one JVM thread pinned to each Python thread that
-    calls it, and the JVM ends when this process's end closes its stdin."""
+    calls it, and the JVM ends when this process's end closes its stdin.
+    The JVM ignores SIGTERM and SIGINT: Heroku sends SIGTERM to every process
+    of a dyno, and Ctrl-C reaches every process of a terminal's group, but
+    Spark must not stop under a running batch; the worker stops it in order."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its JVM is there
         return launch_gateway()  # its options came with spark-submit's command
     with tempfile.TemporaryDirectory() as folder:
@@ -90,7 +93,7 @@ def start_gateway(options: dict[str, str], spark_home: Path) -> JavaGateway:
         environment = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_CONNECT_MODE": "0",
                        "_PYSPARK_DRIVER_CONN_INFO_PATH": str(info)}
         process = subprocess.Popen(driver_command(options, spark_home), stdin=subprocess.PIPE, env=environment,
-                                   preexec_fn=_ignore_ctrl_c)
+                                   preexec_fn=_leave_stops_to_python)
         while process.poll() is None and not info.is_file():
             time.sleep(GATEWAY_POLL_S)
         if not info.is_file():
@@ -105,6 +108,8 @@ def start_gateway(options: dict[str, str], spark_home: Path) -> JavaGateway:
     return gateway
 
 
-def _ignore_ctrl_c() -> None:
-    """In the JVM's process: Ctrl-C in a terminal goes to the worker, which stops Spark in order."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _leave_stops_to_python() -> None:
+    """In the JVM's process, before Java starts: a signal ignored then is
+    ignored by the JVM too (HotSpot installs no handler of its own for it)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)

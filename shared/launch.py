@@ -7,17 +7,25 @@ second) then overlaps the JVM's start instead of preceding it
 
 Each service's `__main__` declares its `Launch` and calls `begin` before it
 imports its worker; shared.worker.run takes over what began (the main
-thread's, as everything until then)."""
+thread's, as everything until then).
+
+From `begin` on, SIGTERM and SIGINT are a stop asked for (`Stopper`), at
+any moment of the process's life: a dyno stopped in its first seconds
+stops in order too. Spark's JVM ignores both (shared.driver_launch), and
+Python stops it in order."""
 
 import faulthandler
 import signal
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
+from types import FrameType
 
 from py4j.java_gateway import JavaGateway
 
 from shared import background
 from shared import config as config_module
+from shared.logs import log
 from shared.spark import DriverJvm, launch_jvm, set_jvm_environment
 from shared.tls_check import check_tls
 
@@ -36,6 +44,7 @@ class Launched:
     launch: Launch
     config: config_module.Config
     gateway: "Future[JavaGateway]"  # to Spark's JVM, once it has started (shared.spark.session takes it)
+    stop_requested: threading.Event  # set by SIGTERM or SIGINT; every loop of the worker checks it
 
 
 def begin(launch: Launch) -> Launched:
@@ -46,10 +55,20 @@ def begin(launch: Launch) -> Launched:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = config_module.load(needs_database=launch.needs_database)
     check_tls(config.kafka)
-    # The JVM is started with SIGTERM ignored (the disposition is inherited),
-    # so Heroku's SIGTERM to every process of the dyno does not stop Spark
-    # under the running batch; Python stops it in order (shared.worker.runner).
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    stopper = Stopper()
     set_jvm_environment(config.kafka, config.spark)
     gateway = background.call(lambda: launch_jvm(launch.app, config.spark, launch.jvm), name="jvm")
-    return Launched(launch, config, gateway)
+    return Launched(launch, config, gateway, stopper.requested)
+
+
+class Stopper:
+    """Turns SIGTERM and SIGINT into the stop event every loop checks."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._request)
+
+    def _request(self, signum: int, frame: FrameType | None) -> None:
+        log("stop_requested", signal=signal.Signals(signum).name)
+        self.requested.set()

@@ -18,14 +18,15 @@ from kafka.errors import KafkaTimeoutError
 
 from shared.config import KafkaConfig
 from shared.offsets import EARLIEST, LATEST, Offsets
+from shared.outages import kafka_client
 
 
 class TopicReader:
     def __init__(self, kafka: KafkaConfig, topic: str, partitions: list[int] | None = None) -> None:
         """A consumer of `topic` (prefixed already) on `partitions` (all of them if None)."""
         self.topic = topic
-        self._consumer = KafkaConsumer(**kafka.kafka_python_kwargs(), enable_auto_commit=False,
-                                       max_poll_records=5000)
+        self._consumer = kafka_client(KafkaConsumer, **kafka.kafka_python_kwargs(), enable_auto_commit=False,
+                                      max_poll_records=5000)
         if partitions is None:
             partitions = sorted(self._consumer.partitions_for_topic(topic) or ())
         self._partitions = [TopicPartition(topic, p) for p in partitions]

@@ -19,6 +19,7 @@ from kafka.errors import KafkaError
 from services.workers import WORKERS
 from shared import commit_note
 from shared.config import KafkaConfig
+from shared.outages import kafka_client
 
 WORKER_INPUTS = {worker.name: worker.topic for worker in WORKERS.values()}
 FRESH_FOR_S = 2.0  # one reading serves every page and API call for this long
@@ -57,8 +58,9 @@ class WorkerHealth:
         if self._admin is None:
             # Bounded: by default a broker that is away holds the constructor
             # for 30 s, and every page's health call waits behind the lock.
-            self._admin = KafkaAdminClient(**self.kafka.kafka_python_kwargs(), request_timeout_ms=REQUEST_TIMEOUT_MS,
-                                           bootstrap_timeout_ms=REQUEST_TIMEOUT_MS, reconnect_backoff_max_ms=1_000)
+            self._admin = kafka_client(KafkaAdminClient, **self.kafka.kafka_python_kwargs(),
+                                       request_timeout_ms=REQUEST_TIMEOUT_MS, bootstrap_timeout_ms=REQUEST_TIMEOUT_MS,
+                                       reconnect_backoff_max_ms=1_000)
         inputs = {app: self.kafka.topic(topic) for app, topic in WORKER_INPUTS.items()}
         groups = {app: self.kafka.group_id(app) for app in WORKER_INPUTS}
         partitions = {topic["name"]: sorted(TopicPartition(topic["name"], p["partition_index"])

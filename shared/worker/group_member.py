@@ -47,7 +47,7 @@ from shared import commit_note
 from shared.config import KafkaConfig
 from shared.logs import log
 from shared.offsets import EARLIEST, LATEST, Offsets, Ranges
-from shared.outages import kafka_outage
+from shared.outages import kafka_client, kafka_outage
 from shared.worker import kafka_join
 
 kafka_join.install()  # before any consumer joins a group
@@ -63,7 +63,9 @@ SESSION_TIMEOUT_MS = 30_000
 WAITING_POLL_S = 0.05
 # The last commit, leaving the group, the data-loss lookup and the offset
 # ranges, each bounded: a copy must be gone 30 s after SIGTERM
-# (shared.worker.query_run.STOP_SECONDS_AT_MOST).
+# (shared.worker.query_run.STOP_SECONDS_AT_MOST). The consumer's first
+# connection too: a stop waits for it, and kafka-python tries for 30 s
+# before it gives up on brokers that are away.
 STOP_STEP_TIMEOUT_MS = 4_000
 
 
@@ -91,10 +93,10 @@ class GroupMember(ConsumerRebalanceListener):
         self._commits_failing = False  # one line for a run of failed commits, not one per batch
         self._outage = kafka_outage(stop_requested)
         self._kafka = kafka
-        self._consumer = self._outage.retry(lambda: KafkaConsumer(
-            group_id=self.group_id, group_instance_id=kafka.group_instance_id, enable_auto_commit=False,
-            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
-            **kafka.kafka_python_kwargs()))
+        self._consumer = self._outage.retry(lambda: kafka_client(
+            KafkaConsumer, group_id=self.group_id, group_instance_id=kafka.group_instance_id,
+            enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=3_000,
+            bootstrap_timeout_ms=STOP_STEP_TIMEOUT_MS, **kafka.kafka_python_kwargs()))
         self._consumer.subscribe([self.topic], listener=self)
 
     # The main thread's loop.
@@ -229,7 +231,7 @@ class GroupMember(ConsumerRebalanceListener):
         """Take a static member out of the group, unless a newer copy of the
         same name replaced it (the broker fences a stale member id)."""
         bounded = {"bootstrap_timeout_ms": STOP_STEP_TIMEOUT_MS, "request_timeout_ms": STOP_STEP_TIMEOUT_MS}
-        admin = KafkaAdminClient(**self._kafka.kafka_python_kwargs(), **bounded)
+        admin = kafka_client(KafkaAdminClient, **self._kafka.kafka_python_kwargs(), **bounded)
         try:
             result = admin.remove_group_members(self.group_id, [member])
         finally:

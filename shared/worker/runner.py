@@ -8,7 +8,6 @@ query run after another, each step chosen by shared.worker.lifecycle.
 """
 
 import os
-import signal
 import tempfile
 import threading
 import time
@@ -16,7 +15,6 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import ExitStack
-from types import FrameType
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -44,15 +42,11 @@ def run(worker: Worker, launched: Launched | None = None) -> None:
     process's first steps, which its __main__ took (shared.launch); without,
     they are taken here."""
     launched = launched or begin(Launch(worker.name, needs_database=worker.progress == "postgres"))
-    run_with(worker, launched, threading.Event())
-
-
-def run_with(worker: Worker, launched: Launched, stop_requested: threading.Event) -> None:
-    config = launched.config
+    config, stop_requested = launched.config, launched.stop_requested
     runs = Runs()
     with ExitStack() as resources:  # released last in, first out
         try:
-            driver, member, progress, warming = start(worker, launched, runs, stop_requested, resources)
+            driver, member, progress, warming = start(worker, launched, runs, resources)
             records = config.spark.max_offsets_per_trigger or worker.batch_records
             # A Postgres worker measures the bytes of its batches; the text
             # processor's stream through Spark, from Kafka to Kafka.
@@ -68,14 +62,14 @@ def run_with(worker: Worker, launched: Launched, stop_requested: threading.Event
     log("stopped", app=worker.name)
 
 
-def start(worker: Worker, launched: Launched, runs: Runs, stop_requested: threading.Event,
+def start(worker: Worker, launched: Launched, runs: Runs,
           resources: ExitStack) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress, "WarmingUp | None"]:
     """Spark, this copy's group member and its progress store, each closed by
     `resources`. The group join (a broker holds a new group's first join 3 s)
     and the migration go on while Spark's JVM starts (2 to 3 s on 2 cores);
     the warm-up, while the group has still not answered. Raises StopRequested
     if a stop came first."""
-    config, jvm = launched.config, launched.launch.jvm
+    config, jvm, stop_requested = launched.config, launched.launch.jvm, launched.stop_requested
     spark_started = threading.Event()
     joining = background.call(lambda: join_group(worker, config, runs, stop_requested, spark_started),
                               name="join")
@@ -90,10 +84,9 @@ def start(worker: Worker, launched: Launched, runs: Runs, stop_requested: thread
         spark_started.set()
     resources.callback(driver.stop)
     spark = driver.session
-    Stopper(stop_requested)  # the JVM has started: SIGTERM now stops the worker in order
     # Not on a cluster: a job waiting there for executors would hold the stop.
     warming = None
-    if worker.warm_up and not joining.done() and not config.spark.on_cluster:
+    if worker.warm_up and not joining.done() and not config.spark.on_cluster and not stop_requested.is_set():
         warm_up = worker.warm_up
         warming = WarmingUp(spark, lambda: warm_up(spark, config))
         resources.callback(warming.end)
@@ -197,19 +190,6 @@ def _lowest_priority(thread: int | None) -> None:
             os.setpriority(os.PRIO_PROCESS, thread, 19)
         except OSError:  # it ended meanwhile
             pass
-
-
-class Stopper:
-    """Turns SIGTERM and SIGINT into the stop event every loop checks."""
-
-    def __init__(self, requested: threading.Event) -> None:
-        self.requested = requested
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._request)
-
-    def _request(self, signum: int, frame: FrameType | None) -> None:
-        log("stop_requested", signal=signal.Signals(signum).name)
-        self.requested.set()
 
 
 class Supervisor:

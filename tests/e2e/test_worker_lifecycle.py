@@ -3,7 +3,9 @@
 group, and a clean stop on SIGTERM sent to the whole process group."""
 
 import signal
+import socket
 import threading
+import time
 from collections import Counter
 from unittest import mock
 
@@ -17,7 +19,7 @@ from shared import commit_note
 from shared.config import load
 from shared.worker.errors import failing_record_cause
 from shared.worker.group_member import GroupMember
-from tests.checks import assert_no_secret_in, heroku_like
+from tests.checks import assert_no_secret_in, assert_no_stack_trace, heroku_like
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
 
@@ -166,6 +168,44 @@ def test_a_bad_variable_stops_the_worker_at_start_with_one_line(workers):
     output = worker.output()
     assert output.strip() == "config error: KAFKA_TRUSTED_CERT is required for kafka+ssl:// brokers"
     assert "secret-broker" not in output
+
+
+def jvm_launched(worker):
+    return any(program.name() == "java" for program in worker.programs())
+
+
+def test_a_sigterm_before_spark_is_up_stops_the_worker_in_order_and_it_reads_nothing(stack, prefix, workers):
+    """A dyno stopped in its first seconds (scaled down, or deployed again, as
+    it starts): the signal lands once Spark's JVM is launched, well before
+    its session is up. It was ignored until then, so the copy joined, read
+    and ran on until Heroku's SIGKILL."""
+    produce(stack, prefix + "textlines", lines(0, 100))
+    worker = workers.start("services.text_processor")
+    wait_until(lambda: jvm_launched(worker), 60, "Spark's JVM launched")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(SIGTERM_GRACE) == 0
+    output = worker.output()
+    before_the_stop, after_it = output.split("event=stop_requested", 1)
+    assert "event=start " not in before_the_stop  # logged once Spark is up and the group answered
+    assert "event=stopped" in after_it and "event=batch" not in output
+    assert_no_stack_trace(output)
+
+
+def test_a_sigterm_at_start_in_a_broker_outage_stops_the_worker_well_within_30_s(workers):
+    """Its group member's first connection cannot be made: kafka-python tries
+    for 30 s before it gives up, and the stop waited for that."""
+    with socket.socket() as unused:  # a port nothing listens on: the broker is away
+        unused.bind(("127.0.0.1", 0))
+        away = f"kafka://127.0.0.1:{unused.getsockname()[1]}"
+    worker = workers.start("services.text_processor", KAFKA_URL=away)
+    wait_until(lambda: jvm_launched(worker), 60, "Spark's JVM launched")
+    worker.signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    assert worker.wait(SIGTERM_GRACE) == 0
+    assert time.monotonic() - signalled < SIGTERM_GRACE / 2
+    output = worker.output()
+    assert "event=stopped" in output.split("event=stop_requested", 1)[1]
+    assert_no_stack_trace(output)
 
 
 def test_offsets_reported_on_the_listeners_thread_are_committed_by_the_polling_thread(stack, prefix):

@@ -1,14 +1,18 @@
 """An outage during a step (a batch's commit to Postgres, a call to the
 broker) delays it and never fails it; a stop ends the wait (shared.outages)."""
 
+import gc
+import os
+import socket
 import threading
 
 import pytest
-from kafka.errors import KafkaConnectionError
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 from sqlalchemy.exc import OperationalError
 
 from shared import outages
-from shared.outages import StopRequested, kafka_outage, postgres_outage
+from shared.outages import StopRequested, kafka_client, kafka_outage, postgres_outage
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +54,20 @@ def test_a_stop_during_an_outage_ends_the_wait():
     with pytest.raises(StopRequested):
         kafka_outage(stop).retry(action)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("make", [KafkaConsumer, KafkaAdminClient])
+def test_a_kafka_client_that_cannot_reach_its_broker_leaves_no_thread_or_socket_behind(make):
+    with socket.socket() as unused:  # a port nothing listens on: the broker is away
+        unused.bind(("127.0.0.1", 0))
+        address = "127.0.0.1:%d" % unused.getsockname()[1]
+
+    def left() -> tuple[int, int]:
+        gc.collect()  # a closed client's sockets may wait for it
+        return threading.active_count(), len(os.listdir("/proc/self/fd"))
+
+    before = left()
+    for _ in range(3):  # as a retry in an outage makes one after another
+        with pytest.raises(KafkaTimeoutError):
+            kafka_client(make, bootstrap_servers=[address], bootstrap_timeout_ms=100)
+    assert left() == before

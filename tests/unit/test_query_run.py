@@ -3,7 +3,6 @@ what every exit path of a worker releases (shared.worker.runner): in-process,
 with stand-ins for Spark's query and progress reports and for the member."""
 
 import json
-import signal
 import threading
 from concurrent.futures import Future
 from types import SimpleNamespace
@@ -249,15 +248,7 @@ def test_a_terminated_querys_stored_batch_that_spark_did_not_report_gets_its_lin
     assert (line["event"], line["batch"], line["rows_out"], "duration_ms" in line) == ("batch", "0", "4", False)
 
 
-@pytest.fixture
-def signal_handlers():
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
-def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monkeypatch, signal_handlers):
+def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monkeypatch):
     """A bug raised anywhere in a worker's life must not leave the group
     waiting out the session timeout before another copy takes over."""
     member, stopped = Member(), threading.Event()
@@ -270,8 +261,9 @@ def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monk
     monkeypatch.setattr(runner, "join_group", lambda *args: (member, None))
     worker = Worker(name="echo", topic="textlines", batch_records=10, start_query=lambda *args: None)
     with pytest.raises(RuntimeError, match="a bug"):
-        launched = Launched(Launch("echo", needs_database=False), load({"KAFKA_URL": "kafka://127.0.0.1:1"}), Future())
-        runner.run_with(worker, launched, threading.Event())
+        launched = Launched(Launch("echo", needs_database=False), load({"KAFKA_URL": "kafka://127.0.0.1:1"}), Future(),
+                            threading.Event())
+        runner.run(worker, launched)
     assert stopped.is_set() and member.closed
 
 
