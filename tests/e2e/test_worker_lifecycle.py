@@ -205,6 +205,7 @@ def test_a_sigterm_at_start_in_a_broker_outage_stops_the_worker_well_within_30_s
     assert time.monotonic() - signalled < SIGTERM_GRACE / 2
     output = worker.output()
     assert "event=stopped" in output.split("event=stop_requested", 1)[1]
+    assert "event=warmed_up" not in output  # a stop asked for before Spark was up starts no warm-up
     assert_no_stack_trace(output)
 
 
