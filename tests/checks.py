@@ -1,4 +1,6 @@
-"""What end-to-end tests check about the workers they start."""
+"""What end-to-end tests check about the workers they start, and a broker that is away."""
+
+import socket
 
 import pytest
 
@@ -26,3 +28,10 @@ def assert_no_stack_trace(output):
     and no Java stack frame from Spark's loggers (shared/log4j2.properties)."""
     assert "Traceback" not in output
     assert "\tat " not in output and "Caused by:" not in output, "a Java stack trace was printed"
+
+
+def broker_away() -> str:
+    """host:port of a broker that is away: a port nothing listens on."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        return "127.0.0.1:%d" % unused.getsockname()[1]

@@ -3,7 +3,6 @@
 group, and a clean stop on SIGTERM sent to the whole process group."""
 
 import signal
-import socket
 import threading
 import time
 from collections import Counter
@@ -19,7 +18,7 @@ from shared import commit_note
 from shared.config import load
 from shared.worker.errors import failing_record_cause
 from shared.worker.group_member import GroupMember
-from tests.checks import assert_no_secret_in, assert_no_stack_trace, heroku_like
+from tests.checks import assert_no_secret_in, assert_no_stack_trace, broker_away, heroku_like
 
 SIGTERM_GRACE = 30  # the contract: a copy stops cleanly within 30 s of SIGTERM
 
@@ -194,10 +193,7 @@ def test_a_sigterm_before_spark_is_up_stops_the_worker_in_order_and_it_reads_not
 def test_a_sigterm_at_start_in_a_broker_outage_stops_the_worker_well_within_30_s(workers):
     """Its group member's first connection cannot be made: kafka-python tries
     for 30 s before it gives up, and the stop waited for that."""
-    with socket.socket() as unused:  # a port nothing listens on: the broker is away
-        unused.bind(("127.0.0.1", 0))
-        away = f"kafka://127.0.0.1:{unused.getsockname()[1]}"
-    worker = workers.start("services.text_processor", KAFKA_URL=away)
+    worker = workers.start("services.text_processor", KAFKA_URL=f"kafka://{broker_away()}")
     wait_until(lambda: jvm_launched(worker), 60, "Spark's JVM launched")
     worker.signal(signal.SIGTERM)
     signalled = time.monotonic()

@@ -3,7 +3,6 @@ broker) delays it and never fails it; a stop ends the wait (shared.outages)."""
 
 import gc
 import os
-import socket
 import threading
 
 import pytest
@@ -13,6 +12,7 @@ from sqlalchemy.exc import OperationalError
 
 from shared import outages
 from shared.outages import StopRequested, kafka_client, kafka_outage, postgres_outage
+from tests.checks import broker_away
 
 
 @pytest.fixture(autouse=True)
@@ -58,10 +58,6 @@ def test_a_stop_during_an_outage_ends_the_wait():
 
 @pytest.mark.parametrize("make", [KafkaConsumer, KafkaAdminClient])
 def test_a_kafka_client_that_cannot_reach_its_broker_leaves_no_thread_or_socket_behind(make):
-    with socket.socket() as unused:  # a port nothing listens on: the broker is away
-        unused.bind(("127.0.0.1", 0))
-        address = "127.0.0.1:%d" % unused.getsockname()[1]
-
     def left() -> tuple[int, int]:
         gc.collect()  # a closed client's sockets may wait for it
         return threading.active_count(), len(os.listdir("/proc/self/fd"))
@@ -69,5 +65,5 @@ def test_a_kafka_client_that_cannot_reach_its_broker_leaves_no_thread_or_socket_
     before = left()
     for _ in range(3):  # as a retry in an outage makes one after another
         with pytest.raises(KafkaTimeoutError):
-            kafka_client(make, bootstrap_servers=[address], bootstrap_timeout_ms=100)
+            kafka_client(make, bootstrap_servers=[broker_away()], bootstrap_timeout_ms=100)
     assert left() == before
