@@ -21,6 +21,7 @@ import base64
 import importlib.util
 import os
 import pwd
+import random
 import secrets
 import shlex
 import shutil
@@ -66,9 +67,18 @@ CLIENT_PRINCIPAL = "User:CN=heroku-app"
 
 
 def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port nothing listens on, for a server started next. Below Linux's
+    ephemeral ports (32768 up by default): a port `bind(0)` handed out
+    could be taken as the local end of any outgoing connection (the tests'
+    clients make hundreds) before the server bound it."""
+    while True:
+        port = random.randrange(20_000, 32_768)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:  # in use
+                continue
+            return port
 
 
 def wait_until(condition, timeout, what):

@@ -1,9 +1,8 @@
 """What end-to-end tests check about the workers they start, and a broker that is away."""
 
-import socket
-
 import pytest
 
+from devstack.local_stack import free_port
 from shared.config import load
 
 # For a test that runs on the Heroku-like broker (TLS, client certificates,
@@ -32,6 +31,4 @@ def assert_no_stack_trace(output):
 
 def broker_away() -> str:
     """host:port of a broker that is away: a port nothing listens on."""
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        return "127.0.0.1:%d" % unused.getsockname()[1]
+    return f"127.0.0.1:{free_port()}"

@@ -6,7 +6,6 @@ import datetime
 import json
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import InternalError
 
 from devstack.kafka_io import produce
-from devstack.local_stack import ROOT, wait_until
+from devstack.local_stack import ROOT, free_port, wait_until
 from devstack.postgres import postgres_url, stored_offsets
 from services.web.__main__ import read_only_engine
 from shared import commit_note
@@ -56,12 +55,6 @@ class Web:
         status, _, body = self.get(path)
         assert status == 200, (path, status, body)
         return body
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
