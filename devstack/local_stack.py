@@ -21,7 +21,6 @@ import base64
 import importlib.util
 import os
 import pwd
-import random
 import secrets
 import shlex
 import shutil
@@ -72,7 +71,7 @@ def free_port():
     could be taken as the local end of any outgoing connection (the tests'
     clients make hundreds) before the server bound it."""
     while True:
-        port = random.randrange(20_000, 32_768)
+        port = 20_000 + secrets.randbelow(12_768)  # whatever a test seeded `random` with
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
