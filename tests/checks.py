@@ -1,4 +1,4 @@
-"""What end-to-end tests check about the workers they start, and a broker that is away."""
+"""What tests check about the workers they start, and a broker that is away to start them against."""
 
 import pytest
 
