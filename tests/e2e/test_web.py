@@ -216,18 +216,22 @@ def test_metrics_are_what_kafka_and_postgres_hold_in_openmetrics_behind_the_pass
     member.close()
 
 
+# A fixed instant, not the clock: every xdist worker must collect the same test ids.
+AT = int(datetime.datetime(2026, 11, 20, 10, tzinfo=datetime.timezone.utc).timestamp())
+
+
 @pytest.mark.parametrize("path, problem", [
     ("/api/top-words?limit=0", "limit"),
     ("/api/top-words?limit=ten", "limit"),
     ("/api/top-words?minutes=16", "minutes"),
-    (f"/api/top-words?minutes=5&from={iso(T0)}&to={iso(T0 + 10)}", "or minutes"),
-    (f"/api/top-words?from={iso(T0)}", "both"),
-    (f"/api/top-words?from={iso(T0)}&to={iso(T0 + 901)}", "at most 15 minutes"),
-    (f"/api/words-per-window?from={iso(T0)}&to={iso(T0 + 86401)}", "at most 24 hours"),
-    (f"/api/top-words?from={iso(T0 + 10)}&to={iso(T0)}", "after"),
+    (f"/api/top-words?minutes=5&from={iso(AT)}&to={iso(AT + 10)}", "or minutes"),
+    (f"/api/top-words?from={iso(AT)}", "both"),
+    (f"/api/top-words?from={iso(AT)}&to={iso(AT + 901)}", "at most 15 minutes"),
+    (f"/api/words-per-window?from={iso(AT)}&to={iso(AT + 86401)}", "at most 24 hours"),
+    (f"/api/top-words?from={iso(AT + 10)}&to={iso(AT)}", "after"),
     ("/api/top-words?from=2026-11-20T10:00:00&to=2026-11-20T10:00:10", "time zone"),
     ("/api/words-per-window?from=yesterday&to=today", "from"),
-    (f"/api/words/x/series?from={iso(T0)}&to={iso(T0 + 8 * 86400)}", "at most"),
+    (f"/api/words/x/series?from={iso(AT)}&to={iso(AT + 8 * 86400)}", "at most"),
     ("/api/alerts?since_id=-1", "since_id"),
     ("/api/alerts?limit=501", "limit"),
     ("/api/words/" + "x" * 2001 + "/series", "word"),
