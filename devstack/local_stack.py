@@ -71,7 +71,7 @@ def free_port():
     could be taken as the local end of any outgoing connection (the tests'
     clients make hundreds) before the server bound it."""
     while True:
-        port = 20_000 + secrets.randbelow(12_768)  # whatever a test seeded `random` with
+        port = 20_000 + secrets.randbelow(12_768)  # not `random`, which a test may have seeded
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))

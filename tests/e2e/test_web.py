@@ -216,7 +216,8 @@ def test_metrics_are_what_kafka_and_postgres_hold_in_openmetrics_behind_the_pass
     member.close()
 
 
-# A fixed instant, not the clock: every xdist worker must collect the same test ids.
+# A fixed instant, not tests.clock: these calls store nothing, and every xdist
+# worker must collect the same test ids.
 AT = int(datetime.datetime(2026, 11, 20, 10, tzinfo=datetime.timezone.utc).timestamp())
 
 
