@@ -79,8 +79,8 @@ def backlog(stack, prefix: str, worker: Worker, records, count: int) -> tuple[st
 def timed_drain(start: Callable[[], MeasuredWorker], progress: Callable[[], int], total: int) -> dict[str, float]:
     """Start a process on a backlog of `total` records; its times to the first
     committed `progress` and to all of it, its rates, peak RSS, and the CPU
-    seconds it used until its first commit (sampled every 0.2 s; the
-    machine's other load moves them less than the times)."""
+    seconds it used until its first commit and until drained (sampled
+    every 0.2 s; the machine's other load moves them less than the times)."""
     began = time.monotonic()
     process = start()
 
@@ -93,7 +93,9 @@ def timed_drain(start: Callable[[], MeasuredWorker], progress: Callable[[], int]
     cpu_at_first, at_first = process.cpu_s, progress()
     wait_until(lambda: reached(total), 1200, "the backlog drained")
     drained_s = time.monotonic() - began
+    cpu_drained = process.cpu_s
     process.stop()
     return {"first_commit_s": first_s, "drained_s": drained_s, "per_s": total / drained_s,
             "per_s_after_first_commit": (total - at_first) / max(drained_s - first_s, 1e-3),
-            "peak_rss_mb": process.peak_rss / 2**20, "cpu_s_to_first_commit": cpu_at_first}
+            "peak_rss_mb": process.peak_rss / 2**20, "cpu_s_to_first_commit": cpu_at_first,
+            "cpu_s_to_drained": cpu_drained}

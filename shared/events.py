@@ -71,9 +71,13 @@ def line_place(partition: Column, offset: Column, run: Column, event_millis: Col
 
 
 def place_value(line: Column, word_index: Column) -> Column:
-    """The `place` header's value (binary) of the word at `word_index` of a
-    line whose `line_place` is `line`."""
-    return F.concat(line["before"], _padded(word_index, _FIELD_DIGITS["word_index"]), line["after"]).cast("binary")
+    """The `place` header's value (binary) of the word at `word_index` (an
+    int, not negative) of a line whose `line_place` is `line`."""
+    # Made for every word: the index's digits are those of index + 10**10
+    # after the leading 1, where `lpad` copied its pad a character at a time.
+    digits = _FIELD_DIGITS["word_index"]
+    index = F.substring((word_index.cast("long") + F.lit(10 ** digits)).cast("string"), 2, digits)
+    return F.concat(line["before"], index, line["after"]).cast("binary")
 
 
 def _padded(number: Column, digits: int) -> Column:

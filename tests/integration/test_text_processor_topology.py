@@ -72,6 +72,9 @@ def test_what_a_place_holds_of_its_line_is_made_once_per_line_before_the_split(s
     plan = words(lines, RUN)._jdf.queryExecution().executedPlan().toString()
     # A plan prints each node above its input: the offset is padded below the split.
     assert plan.index("lpad(cast(offset") > plan.index("Generate posexplode")
+    # Nothing is observed of the words: an observation between the split and
+    # the records made of it took each word out of the generated code and back.
+    assert plan.count("CollectMetrics") == 1 and plan.index("CollectMetrics") > plan.index("lpad(cast(offset")
 
 
 def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped(spark):
@@ -80,6 +83,26 @@ def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped(s
     rows = tokenize(spark, [(longest + " ok " + longest + "x").encode(), b"from the future", b"soon"],
                     {1: now + datetime.timedelta(days=2), 2: now + datetime.timedelta(minutes=30)})
     assert sorted(row.value.decode() for row in rows) == sorted([longest, "ok", "soon"])
+
+
+def test_a_batch_counts_each_word_and_line_it_skips(spark):
+    longest = "é" * 1000
+    now = datetime.datetime.now(datetime.timezone.utc)
+    values = [f"{longest}x ok {longest}y {longest}".encode(), f"{longest}x".encode(), "İ".encode() * 700, b"ok"]
+    lines = spark.createDataFrame([(value, now + datetime.timedelta(days=2) if i == 1 else now, 0, i)
+                                   for i, value in enumerate(values)], LINES)
+    frame = words(lines, RUN)
+    assert sorted(row.value.decode() for row in frame.collect()) == sorted([longest, "ok", "ok"])
+    # Lower-cased, 700 İ take 2,100 bytes: too long, though the line took 1,400.
+    assert observed(frame) == {"skipped_bad_time": 1, "skipped_too_long": 3}
+
+
+def observed(frame) -> dict[str, int]:
+    """What a collected batch DataFrame's observations counted."""
+    metrics = frame.sparkSession._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+        frame._jdf.queryExecution().observedMetrics())
+    return {field: row.getLong(row.fieldIndex(field))
+            for row in metrics.values() for field in row.schema().fieldNames()}
 
 
 def test_invalid_utf8_null_and_empty_values_do_not_fail_and_lose_nothing_else(spark):
