@@ -58,12 +58,12 @@ def test_each_word_carries_its_lines_event_time(spark):
 
 
 def test_each_word_carries_its_place_run_and_event_time_in_one_header(spark):
-    rows = tokenize(spark, [b"one, two", b"", b"  three"], partition=5)
+    rows = tokenize(spark, [b"one, two", b"", b"  three", b"a b c d e f g h i j eleventh"], partition=5)
     # Index in the split line: a leading separator makes an empty first token.
     now_ms = int(NOW.timestamp() * 1000)
-    assert {row.value.decode(): headers(row)["place"] for row in rows} == {
+    assert {row.value.decode(): headers(row)["place"] for row in rows if len(row.value) > 1} == {
         "one": f"00005{1000:019}{0:010}{RUN:010}{now_ms}", "two": f"00005{1000:019}{1:010}{RUN:010}{now_ms}",
-        "three": f"00005{1002:019}{1:010}{RUN:010}{now_ms}"}
+        "three": f"00005{1002:019}{1:010}{RUN:010}{now_ms}", "eleventh": f"00005{1003:019}{10:010}{RUN:010}{now_ms}"}
     assert all(list(headers(row)) == ["place"] for row in rows)
 
 
