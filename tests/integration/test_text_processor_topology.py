@@ -17,9 +17,12 @@ LINES = "value binary, timestamp timestamp, partition int, offset long"
 
 
 def tokenize(spark, values, timestamps=None, partition=3):
+    return words(textlines(spark, values, timestamps, partition), RUN).collect()
+
+
+def textlines(spark, values, timestamps=None, partition=3):
     rows = [(value, (timestamps or {}).get(i, NOW), partition, 1000 + i) for i, value in enumerate(values)]
-    lines = spark.createDataFrame(rows, LINES)
-    return words(lines, RUN).collect()
+    return spark.createDataFrame(rows, LINES)
 
 
 def headers(row):
@@ -61,15 +64,14 @@ def test_each_word_carries_its_place_run_and_event_time_in_one_header(spark):
     rows = tokenize(spark, [b"one, two", b"", b"  three", b"a b c d e f g h i j eleventh"], partition=5)
     # Index in the split line: a leading separator makes an empty first token.
     now_ms = int(NOW.timestamp() * 1000)
-    assert {row.value.decode(): headers(row)["place"] for row in rows if len(row.value) > 1} == {
+    assert {row.value.decode(): headers(row)["place"] for row in rows if len(row.value) > 1} == {  # a to j aside
         "one": f"00005{1000:019}{0:010}{RUN:010}{now_ms}", "two": f"00005{1000:019}{1:010}{RUN:010}{now_ms}",
         "three": f"00005{1002:019}{1:010}{RUN:010}{now_ms}", "eleventh": f"00005{1003:019}{10:010}{RUN:010}{now_ms}"}
     assert all(list(headers(row)) == ["place"] for row in rows)
 
 
 def test_what_a_place_holds_of_its_line_is_made_once_per_line_before_the_split(spark):
-    lines = spark.createDataFrame([(b"one two", NOW, 0, 1)], LINES)
-    plan = words(lines, RUN)._jdf.queryExecution().executedPlan().toString()
+    plan = words(textlines(spark, [b"one two"]), RUN)._jdf.queryExecution().executedPlan().toString()
     # A plan prints each node above its input: the offset is padded below the split.
     assert plan.index("lpad(cast(offset") > plan.index("Generate posexplode")
     # Nothing is observed of the words: an observation between the split and
@@ -77,23 +79,15 @@ def test_what_a_place_holds_of_its_line_is_made_once_per_line_before_the_split(s
     assert plan.count("CollectMetrics") == 1 and plan.index("CollectMetrics") > plan.index("lpad(cast(offset")
 
 
-def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped(spark):
+def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped_and_counted(spark):
     longest = "é" * 1000  # 2,000 bytes: the aggregator's key limit
     now = datetime.datetime.now(datetime.timezone.utc)
-    rows = tokenize(spark, [(longest + " ok " + longest + "x").encode(), b"from the future", b"soon"],
-                    {1: now + datetime.timedelta(days=2), 2: now + datetime.timedelta(minutes=30)})
-    assert sorted(row.value.decode() for row in rows) == sorted([longest, "ok", "soon"])
-
-
-def test_a_batch_counts_each_word_and_line_it_skips(spark):
-    longest = "é" * 1000
-    now = datetime.datetime.now(datetime.timezone.utc)
-    values = [f"{longest}x ok {longest}y {longest}".encode(), f"{longest}x".encode(), "İ".encode() * 700, b"ok"]
-    lines = spark.createDataFrame([(value, now + datetime.timedelta(days=2) if i == 1 else now, 0, i)
-                                   for i, value in enumerate(values)], LINES)
-    frame = words(lines, RUN)
-    assert sorted(row.value.decode() for row in frame.collect()) == sorted([longest, "ok", "ok"])
-    # Lower-cased, 700 İ take 2,100 bytes: too long, though the line took 1,400.
+    values = [f"{longest} ok {longest}x {longest}y", f"{longest}x from the future", "soon", "İ" * 700]
+    frame = words(textlines(spark, [value.encode() for value in values],
+                            {1: now + datetime.timedelta(days=2), 2: now + datetime.timedelta(minutes=30)}), RUN)
+    assert sorted(row.value.decode() for row in frame.collect()) == sorted([longest, "ok", "soon"])
+    # Lower-cased, 700 İ take 2,100 bytes: too long, though the line took
+    # 1,400. A line skipped for its time is not counted again for its words.
     assert observed(frame) == {"skipped_bad_time": 1, "skipped_too_long": 3}
 
 
