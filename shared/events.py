@@ -124,4 +124,9 @@ def storable_key(text: Column) -> Column:
     `is_valid_utf8` is a method call whose code generation initializes
     Scala's runtime reflection, in a cold worker's first batch
     (docs/decisions/cold-start.md)."""
-    return F.try_validate_utf8(text).isNotNull() & ~text.contains("\u0000") & (F.octet_length(text) <= MAX_KEY_BYTES)
+    return F.try_validate_utf8(text).isNotNull() & ~text.contains("\u0000") & fits_a_key(text)
+
+
+def fits_a_key(text: Column) -> Column:
+    """Whether a string column is short enough to be part of a table's key."""
+    return F.octet_length(text) <= MAX_KEY_BYTES

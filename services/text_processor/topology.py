@@ -15,10 +15,10 @@ skipped; the batch's log line counts them (`skipped_bad_time`,
 `skipped_too_long`).
 """
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import MAX_KEY_BYTES, PLACE_HEADER, line_place, place_value, plausible_millis
+from shared.events import PLACE_HEADER, fits_a_key, line_place, place_value, plausible_millis
 
 NON_WORD_RUNS = r"(?U)\W+"
 
@@ -33,15 +33,15 @@ def words(lines: DataFrame, run: int) -> DataFrame:
     # between the split and the records made of it, and took every word out
     # of Spark's generated code and back. A line holds a word too long only
     # if it is that long itself, so the rare long line is split twice.
-    too_long = F.when(on_time & (F.octet_length("text") > MAX_KEY_BYTES),
-                      F.size(F.filter(F.split("text", NON_WORD_RUNS), lambda word: ~fits(word)))).otherwise(0)
+    too_long = F.when(on_time & ~fits_a_key(F.col("text")),
+                      F.size(F.filter(F.split("text", NON_WORD_RUNS), lambda word: ~fits_a_key(word)))).otherwise(0)
     lines = lines.observe("lines", F.count_if(~on_time).alias("skipped_bad_time"),
                           F.sum(too_long).alias("skipped_too_long")).where(on_time)
     # Selected before the split, so that it is made once per line, not per word.
     lines = lines.select("text", line_place(F.col("partition"), F.col("offset"), F.lit(run),
                                             F.unix_millis("timestamp")).alias("line_place"))
     tokens = lines.select(F.posexplode(F.split("text", NON_WORD_RUNS)).alias("index", "word"), "line_place")
-    tokens = tokens.where((F.col("word") != "") & fits(F.col("word")))
+    tokens = tokens.where((F.col("word") != "") & fits_a_key(F.col("word")))
 
     word = F.col("word").cast("binary")
     place = place_value(F.col("line_place"), F.col("index"))
@@ -50,8 +50,3 @@ def words(lines: DataFrame, run: int) -> DataFrame:
         word.alias("value"),
         F.array(F.struct(F.lit(PLACE_HEADER).alias("key"), place.alias("value"))).alias("headers"),
     )
-
-
-def fits(word: Column) -> Column:
-    """Whether a word is short enough to be a key."""
-    return F.octet_length(word) <= MAX_KEY_BYTES
