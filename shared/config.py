@@ -13,6 +13,7 @@ process with that line and no traceback.
 """
 
 import functools
+import ipaddress
 import os
 import re
 import ssl
@@ -21,17 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from dotenv import load_dotenv
 
+from shared.logs import log
+
 TOPICS = ("textlines", "words", "loglines", "alerts")
 D = TypeVar("D", int, None)
-
-# Heroku names each dyno (aggregator_worker.2); every log line carries it.
-DYNO = os.environ.get("DYNO", "local")
 
 
 class ConfigError(SystemExit):
@@ -167,17 +167,24 @@ class Config:
 
 def load(environ: Mapping[str, str] | None = None, *, needs_kafka: bool = True, needs_database: bool = False,
          dotenv_path: Path | None = None) -> Config:
-    """Parse the environment (plus a ``.env`` file, the real environment winning)."""
+    """Parse the environment, plus a ``.env`` file off a dyno (the real
+    environment winning): on Heroku the config vars are the whole
+    configuration, and a stray `.env` in the slug must not add to them."""
     if environ is None:
-        load_dotenv(dotenv_path or Path.cwd() / ".env", override=False)
+        if not os.environ.get("DYNO"):
+            load_dotenv(dotenv_path or Path.cwd() / ".env", override=False)
         environ = os.environ
     kafka = _kafka_config(environ) if needs_kafka else None
+    urgent = _positive_int(environ, "ANOMALY_URGENT_THRESHOLD", 100)
+    email = _positive_int(environ, "ANOMALY_EMAIL_THRESHOLD", 50)
+    if email >= urgent:  # an urgent alert would never follow its email
+        raise ConfigError("ANOMALY_EMAIL_THRESHOLD", "must be below ANOMALY_URGENT_THRESHOLD")
     return Config(
         kafka=kafka,
         database_url=_database_url(environ, required=needs_database),
         window_seconds=_positive_int(environ, "WINDOW_SECONDS", 10),
-        urgent_threshold=_positive_int(environ, "ANOMALY_URGENT_THRESHOLD", 100),
-        email_threshold=_positive_int(environ, "ANOMALY_EMAIL_THRESHOLD", 50),
+        urgent_threshold=urgent,
+        email_threshold=email,
         retention_hours=_positive_int(environ, "RETENTION_HOURS", 168, zero_allowed=True),
         spark=_spark_config(environ),
         channels=_channels_config(environ),
@@ -235,14 +242,26 @@ def _channels_config(environ: Mapping[str, str]) -> ChannelsConfig:
     port = _positive_int(environ, port_variable, 587)
     if port > 65535:
         raise ConfigError(port_variable, "must be a port number (1 to 65535)")
+    events_url = environ.get("PAGERDUTY_EVENTS_URL", "").strip() or ChannelsConfig.pagerduty_events_url
+    if urlsplit(events_url).scheme != "https" or not urlsplit(events_url).hostname:
+        # The routing key travels with every event.
+        raise ConfigError("PAGERDUTY_EVENTS_URL", "must be an https:// URL")
+    email_from = environ.get("ALERT_EMAIL_FROM", "").strip() or ChannelsConfig.email_from
+    email_to = tuple(address.strip() for address in environ.get("ALERT_EMAIL_TO", "").split(",") if address.strip())
+    if not EMAIL_ADDRESS.fullmatch(email_from):
+        raise ConfigError("ALERT_EMAIL_FROM", "must be one email address (name@host)")
+    if not all(EMAIL_ADDRESS.fullmatch(address) for address in email_to):
+        raise ConfigError("ALERT_EMAIL_TO", "must be email addresses (name@host), separated by commas")
     return ChannelsConfig(
         pagerduty_routing_key=environ.get("PAGERDUTY_ROUTING_KEY", "").strip(),
-        pagerduty_events_url=(environ.get("PAGERDUTY_EVENTS_URL", "").strip()
-                              or ChannelsConfig.pagerduty_events_url),
+        pagerduty_events_url=events_url,
         smtp_server=smtp("SERVER"), smtp_port=port, smtp_login=smtp("LOGIN"), smtp_password=smtp("PASSWORD"),
-        email_from=environ.get("ALERT_EMAIL_FROM", "").strip() or ChannelsConfig.email_from,
-        email_to=tuple(address.strip() for address in environ.get("ALERT_EMAIL_TO", "").split(",")
-                       if address.strip()))
+        email_from=email_from, email_to=email_to)
+
+
+# A bare address: no display name, no space, comma or line break (which
+# would add a header or a recipient), one @ with something on each side.
+EMAIL_ADDRESS = re.compile(r"[^@\s,<>\"]+@[^@\s,<>\"]+")
 
 
 def _kafka_config(environ: Mapping[str, str]) -> KafkaConfig:
@@ -253,6 +272,9 @@ def _kafka_config(environ: Mapping[str, str]) -> KafkaConfig:
     prefix = environ.get(names["PREFIX"], "").strip()
     dyno = environ.get("DYNO", "").strip()
     if not use_tls:
+        for part in ("TRUSTED_CERT", "CLIENT_CERT", "CLIENT_CERT_KEY"):
+            if environ.get(names[part], "").strip():
+                log("config_ignored", variable=names[part], reason=f"{names['URL']} names kafka:// brokers")
         return KafkaConfig(brokers=brokers, use_tls=False, prefix=prefix, stem=stem, dyno=dyno)
 
     trusted = _pem_certificates(environ, names["TRUSTED_CERT"], required=True)
@@ -309,7 +331,16 @@ def _pkcs8(pem: str, variable: str) -> str:
                              serialization.NoEncryption()).decode()
 
 
+# libpq's modes that never talk in clear, and those that may.
+TLS_MODES = ("require", "verify-ca", "verify-full")
+CLEAR_MODES = ("disable", "allow", "prefer")
+
+
 def _database_url(environ: Mapping[str, str], *, required: bool) -> str:
+    """A SQLAlchemy URL for DATABASE_URL. A host that is not loopback is
+    reached over TLS only: the URL's own sslmode if it is one of TLS_MODES,
+    else verify-full where the URL names a CA (sslrootcert), else require
+    (Heroku Postgres's certificates name no CA an app could verify)."""
     url = environ.get("DATABASE_URL", "").strip()
     if not url:
         if required:
@@ -318,17 +349,41 @@ def _database_url(environ: Mapping[str, str], *, required: bool) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
         raise ConfigError("DATABASE_URL", "must be a postgres:// or postgresql:// URL")
-    return "postgresql+psycopg2://" + rest
+    try:
+        parts = urlsplit(url)
+        query = parse_qs(parts.query, keep_blank_values=True)
+    except ValueError:
+        raise ConfigError("DATABASE_URL", "is not a URL") from None
+    hosts = query.get("host", [parts.hostname or ""])[-1]
+    mode = query.get("sslmode", [""])[-1]
+    if all(_loopback(host) for host in hosts.split(",")):
+        return "postgresql+psycopg2://" + rest
+    if mode in CLEAR_MODES or (mode and mode not in TLS_MODES):
+        raise ConfigError("DATABASE_URL", f"has sslmode={mode}: a host that is not loopback is reached over TLS "
+                                          f"only ({', '.join(TLS_MODES)})")
+    if mode:
+        return "postgresql+psycopg2://" + rest
+    mode = "verify-full" if query.get("sslrootcert") else "require"
+    return "postgresql+psycopg2://" + rest + ("&" if parts.query else "?") + f"sslmode={mode}"
+
+
+def _loopback(host: str) -> bool:
+    """libpq's host: a Unix socket (none given, or a folder), or a name or
+    address of this machine's loopback."""
+    if not host or host.startswith("/") or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _positive_int(environ: Mapping[str, str], variable: str, default: D, zero_allowed: bool = False) -> int | D:
     value = environ.get(variable, "").strip()
     if not value:
         return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
+    # ASCII digits only: int() also takes "+5", "1_000" and other scripts' digits.
+    number = int(value) if value.isascii() and value.isdigit() else -1
     if number < 0 or (number == 0 and not zero_allowed):
         raise ConfigError(variable, "must be a whole number of 0 or more" if zero_allowed
                           else "must be a positive whole number")
@@ -343,6 +398,10 @@ def ssl_context(kafka: KafkaConfig) -> ssl.SSLContext:
     removed as soon as it is loaded."""
     context = ssl.create_default_context(cadata=kafka.trusted_cert)
     context.check_hostname = False
+    # The chain is verified as Java's client verifies it (Spark's reads the
+    # same brokers), without the stricter RFC 5280 checks of Python 3.13's
+    # default contexts, which a private CA such as Heroku's need not meet.
+    context.verify_flags &= ~ssl.VERIFY_X509_STRICT
     if kafka.client_cert:
         with tempfile.TemporaryDirectory(prefix="kafka-tls-") as folder:  # mode 0700
             paths = []

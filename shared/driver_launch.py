@@ -17,7 +17,6 @@ its JVM runs the worker's Python) PySpark connects to that JVM as before.
 
 import os
 import shlex
-import signal
 import subprocess
 import tempfile
 import time
@@ -55,6 +54,12 @@ PYSPARK_IMPORTS = (
     "org.apache.spark.sql.classic.*", "org.apache.spark.sql.api.python.*", "org.apache.spark.sql.hive.*",
     "scala.Tuple2",
 )
+# The JVM's command runs behind a shell that ignores SIGTERM and SIGINT,
+# then execs it: a signal ignored across exec stays ignored, and HotSpot
+# installs no handler of its own for one ignored at its start. (A
+# preexec_fn would do it in the forked child, which Python documents as
+# unsafe in a process with threads, as every worker is by then.)
+IGNORING_STOPS = ("/bin/sh", "-c", 'trap "" TERM INT && exec "$@"', "java")
 # How often the launch looks for the file in which the JVM says where its
 # gateway listens (PySpark looks every 100 ms).
 GATEWAY_POLL_S = 0.01
@@ -92,8 +97,8 @@ def start_gateway(options: dict[str, str], spark_home: Path) -> JavaGateway:
         info = Path(folder, "gateway")  # where the JVM writes its port and secret, then renames
         environment = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_CONNECT_MODE": "0",
                        "_PYSPARK_DRIVER_CONN_INFO_PATH": str(info)}
-        process = subprocess.Popen(driver_command(options, spark_home), stdin=subprocess.PIPE, env=environment,
-                                   preexec_fn=_leave_stops_to_python)
+        process = subprocess.Popen([*IGNORING_STOPS, *driver_command(options, spark_home)],
+                                   stdin=subprocess.PIPE, env=environment)
         while process.poll() is None and not info.is_file():
             time.sleep(GATEWAY_POLL_S)
         if not info.is_file():
@@ -107,9 +112,3 @@ def start_gateway(options: dict[str, str], spark_home: Path) -> JavaGateway:
         java_import(gateway.jvm, name)
     return gateway
 
-
-def _leave_stops_to_python() -> None:
-    """In the JVM's process, before Java starts: a signal ignored then is
-    ignored by the JVM too (HotSpot installs no handler of its own for it)."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_IGN)

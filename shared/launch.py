@@ -1,21 +1,23 @@
 """A worker process's first steps, taken before its modules are imported:
-its configuration read, its brokers' TLS checked, and Spark's JVM launched
-on a thread of its own. Importing the rest of a worker (PySpark's SQL
-functions, SQLAlchemy, the Kafka client, the lifecycle: about half a
-second) then overlaps the JVM's start instead of preceding it
+SIGTERM and SIGINT made a stop asked for, its configuration read, Spark's
+JVM launched on a thread of its own, and its brokers' TLS checked while the
+JVM starts. Importing the rest of a worker (PySpark's SQL functions,
+SQLAlchemy, the Kafka client, the lifecycle: about half a second) then
+overlaps the JVM's start instead of preceding it
 (docs/decisions/start-up.md).
 
 Each service's `__main__` declares its `Launch` and calls `begin` before it
 imports its worker; shared.worker.run takes over what began (the main
 thread's, as everything until then).
 
-From `begin` on, SIGTERM and SIGINT are a stop asked for (`Stopper`), at
-any moment of the process's life: a dyno stopped in its first seconds
-stops in order too. Spark's JVM ignores both (shared.driver_launch), and
+The stop signal is `begin`'s first step: a dyno stopped in its first
+seconds, while its configuration is read or its brokers are away, stops in
+order too. Spark's JVM ignores both signals (shared.driver_launch), and
 Python stops it in order."""
 
 import faulthandler
 import signal
+import socket
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -27,7 +29,6 @@ from shared import background
 from shared import config as config_module
 from shared.logs import log
 from shared.spark import DriverJvm, launch_jvm, set_jvm_environment
-from shared.tls_check import check_tls
 
 
 @dataclass(frozen=True)
@@ -48,27 +49,64 @@ class Launched:
 
 
 def begin(launch: Launch) -> Launched:
-    """Read the configuration and check TLS (a mistake in either ends the
-    process with one line, before any JVM has started), then launch Spark's JVM."""
+    """Make SIGTERM and SIGINT a stop, read the configuration (a mistake
+    ends the process with one line, before any JVM has started), launch
+    Spark's JVM, then check the brokers' TLS while it starts (a refused
+    certificate ends the process with one line; brokers that are away are
+    waited for, and a stop meanwhile exits 0)."""
+    stop = StopSignal()
     # `kill -USR1 <pid>` (heroku ps:exec) prints every thread's stack to
     # stderr: what a worker that logs nothing is waiting on.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = config_module.load(needs_database=launch.needs_database)
-    check_tls(config.kafka)
-    stopper = Stopper()
     set_jvm_environment(config.kafka, config.spark)
     gateway = background.call(lambda: launch_jvm(launch.app, config.spark, launch.jvm), name="jvm")
-    return Launched(launch, config, gateway, stopper.requested)
+    # Imported only now: the check waits out outages as the workers do
+    # (shared.outages), which brings kafka-python and SQLAlchemy, whose
+    # import would otherwise hold up the JVM's launch.
+    from shared.outages import StopRequested
+    from shared.tls_check import check_tls
+    try:
+        check_tls(config.kafka, stop.requested)
+    except StopRequested:
+        log("stopped", app=launch.app)  # the JVM ends with this process: its stdin closes
+        raise SystemExit(0) from None
+    return Launched(launch, config, gateway, stop.requested)
 
 
-class Stopper:
-    """Turns SIGTERM and SIGINT into the stop event every loop checks."""
+class StopSignal:
+    """SIGTERM and SIGINT as the stop event every loop checks.
+
+    Python runs a signal's handler on the main thread between two of its
+    bytecodes, wherever that thread is: inside `log()` with its lock held,
+    or inside an Event's own lock. A handler that took either would wait
+    for itself for good, and Heroku would SIGKILL the dyno 30 s later. So
+    the handler takes no lock and does no I/O: the interpreter's own C
+    handler writes the signal's number to a socket (signal.set_wakeup_fd),
+    and the thread `stop-signal` reads it there, logs `stop_requested` and
+    sets `requested`.
+
+    Threads: made on the main thread (Python sets handlers there only);
+    `requested` is set by the `stop-signal` thread and read by any."""
 
     def __init__(self) -> None:
         self.requested = threading.Event()
+        self._wakeups, writing_end = socket.socketpair()
+        writing_end.setblocking(False)  # set_wakeup_fd needs it: a signal handler must never wait
+        self._writing_end = writing_end  # kept open for the process's life
+        signal.set_wakeup_fd(writing_end.fileno(), warn_on_full_buffer=False)
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._request)
+            signal.signal(signum, _noted)
+        threading.Thread(target=self._watch, name="stop-signal", daemon=True).start()
 
-    def _request(self, signum: int, frame: FrameType | None) -> None:
-        log("stop_requested", signal=signal.Signals(signum).name)
-        self.requested.set()
+    def _watch(self) -> None:
+        while signals := self._wakeups.recv(64):
+            for signum in signals:
+                if signum in (signal.SIGTERM, signal.SIGINT):
+                    log("stop_requested", signal=signal.Signals(signum).name)
+                    self.requested.set()
+
+
+def _noted(signum: int, frame: FrameType | None) -> None:
+    """The Python handler, which must exist for the signal not to kill the
+    process; the C handler has already written the signal to the socket."""

@@ -1,9 +1,11 @@
 """One `key=value` line per event on stdout, the Heroku way."""
 
+import os
 import sys
 import threading
 
-from shared.config import DYNO
+# Heroku names each dyno (aggregator_worker.2); every log line carries it.
+DYNO = os.environ.get("DYNO", "local")
 
 # Threads log at once (a batch's line, an alert's, a retention's). `print`
 # writes a line and its newline in two calls, between which another thread's

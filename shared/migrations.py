@@ -9,8 +9,10 @@ Add steps at the end; never edit one that has shipped.
 """
 
 from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import OperationalError
 
 from shared import config as config_module
+from shared.config import ConfigError
 from shared.logs import log
 
 LOCK_ID = 7_413_281  # any constant: the key of the advisory lock
@@ -101,7 +103,29 @@ STEPS = [
 ]
 
 
+# What libpq says of a server that cannot be talked to over TLS as the URL
+# asks: a mistake to fix, not an outage to wait out.
+TLS_REFUSALS = {
+    "does not support SSL": "names a server that does not offer TLS",
+    "certificate verify failed": "names a server whose certificate did not verify",
+    "does not match host name": "names a server whose certificate is for another host",
+}
+
+
 def migrate(engine: Engine) -> list[str]:
+    """Apply the steps not applied yet. The first thing every process does
+    with Postgres: a server that refuses TLS ends it here (ConfigError),
+    whatever the caller retries."""
+    try:
+        return _migrate(engine)
+    except OperationalError as error:
+        for said, problem in TLS_REFUSALS.items():
+            if said in str(error.orig):
+                raise ConfigError("DATABASE_URL", problem) from None
+        raise
+
+
+def _migrate(engine: Engine) -> list[str]:
     applied = []
     for name, statement in STEPS:
         with engine.begin() as connection:

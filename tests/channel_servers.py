@@ -1,5 +1,5 @@
 """Real local servers of the alert channels' protocols: PagerDuty's Events
-API v2 (HTTP) and SMTP (aiosmtpd)."""
+API v2 (HTTPS) and SMTP (aiosmtpd)."""
 
 import email
 import email.policy
@@ -17,12 +17,13 @@ from devstack.local_stack import free_port
 
 
 class EventsApiServer:
-    """Accepts Events API v2 triggers on /v2/enqueue; fails the first
-    `failures` requests with 500, as an outage would; answers 400 to an event
-    beyond PagerDuty's limits (dedup_key 255 characters, summary 1,024) or
-    for a user in `refused_users`, as PagerDuty refuses an invalid event."""
+    """Accepts Events API v2 triggers on /v2/enqueue, over HTTPS with a
+    certificate for `localhost` from `ca` (devstack.certificates); fails the
+    first `failures` requests with 500, as an outage would; answers 400 to an
+    event beyond PagerDuty's limits (dedup_key 255 characters, summary 1,024)
+    or for a user in `refused_users`, as PagerDuty refuses an invalid event."""
 
-    def __init__(self, failures=0, refused_users=()):
+    def __init__(self, ca, failures=0, refused_users=()):
         self.events, self.refused, self.invalid = [], 0, []
         server = self
 
@@ -46,7 +47,9 @@ class EventsApiServer:
                 pass
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v2/enqueue"
+        self._http.socket = server_context(ca.issue("localhost", dns_names=["localhost"], server=True)).wrap_socket(
+            self._http.socket, server_side=True)
+        self.url = f"https://localhost:{self._http.server_address[1]}/v2/enqueue"
         threading.Thread(target=self._http.serve_forever, daemon=True).start()
 
     def stop(self):
@@ -73,15 +76,7 @@ class SmtpServer:
             server.logins.append(auth_data.login.decode())
             return AuthResult(success=True)
 
-        tls = {}
-        if certificate:
-            tls_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            with tempfile.TemporaryDirectory() as folder:
-                cert, key = Path(folder, "cert.pem"), Path(folder, "key.pem")
-                cert.write_text(certificate.cert_pem)
-                key.write_text(certificate.key_pem)
-                tls_context.load_cert_chain(cert, key)
-            tls = {"tls_context": tls_context}
+        tls = {"tls_context": server_context(certificate)} if certificate else {}
         self.port = free_port()
         self._controller = Controller(Handler(), hostname="127.0.0.1", port=self.port, **tls,
                                       authenticator=authenticator, auth_require_tls=False)
@@ -89,3 +84,14 @@ class SmtpServer:
 
     def stop(self):
         self._controller.stop()
+
+
+def server_context(certificate):
+    """A server's TLS context with `certificate` (devstack.certificates.Issued)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as folder:
+        cert, key = Path(folder, "cert.pem"), Path(folder, "key.pem")
+        cert.write_text(certificate.cert_pem)
+        key.write_text(certificate.key_pem)
+        context.load_cert_chain(cert, key)
+    return context

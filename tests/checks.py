@@ -8,6 +8,14 @@ from shared.config import load
 # For a test that runs on the Heroku-like broker (TLS, client certificates,
 # prefix ACLs) instead of the plaintext one; see conftest's `stack`.
 heroku_like = pytest.mark.parametrize("stack", ["heroku"], indirect=True)
+# What every Spark 4 JVM says on stderr as it starts; a worker starts its JVM
+# while it checks its brokers' TLS and before it reaches Postgres.
+JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def lines_said(output):
+    """The output's lines but the JVM's notice."""
+    return [line for line in output.strip().splitlines() if line != JVM_NOTICE]
 
 
 def assert_no_secret_in(output, environment):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from devstack.certificates import CertificateAuthority
 from devstack.local_stack import ROOT, LocalStack
 from devstack.postgres import postgres_url
 from devstack.processes import WorkerProcesses
@@ -154,3 +155,14 @@ def release(database_url):
                           capture_output=True, env={**os.environ, "DATABASE_URL": database_url})
     assert done.returncode == 0, done.stderr
     assert "event=migrated" in done.stdout
+
+
+@pytest.fixture
+def trusted_ca(tmp_path, monkeypatch):
+    """A CA the test makes, trusted as the system's CAs would be (the alert
+    channels' HTTPS and SMTP servers take their certificates from it)."""
+    ca = CertificateAuthority("channels-test-ca")
+    path = tmp_path / "ca.pem"
+    path.write_text(ca.cert_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(path))
+    return ca

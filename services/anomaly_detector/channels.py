@@ -70,7 +70,10 @@ class PagerDuty:
 
     def __init__(self, routing_key: str, url: str) -> None:
         self.routing_key = routing_key
-        self.url = url
+        self.url = url  # https:// (shared.config refuses any other scheme)
+        # The system's CAs, or SSL_CERT_FILE's as it is now: urllib's own
+        # default would keep the first one the process used.
+        self.tls = ssl.create_default_context()
 
     def send(self, alert: dict[str, Any]) -> None:
         summary = (f"{alert['count']} failed logins for {printable(alert['user'], MAX_SHOWN_USER_CHARS)}"
@@ -89,7 +92,7 @@ class PagerDuty:
         request = urllib.request.Request(self.url, data=json.dumps(event).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=10, context=self.tls) as response:
                 if response.status != 202:
                     raise RuntimeError(f"PagerDuty answered {response.status}")
         except urllib.error.HTTPError as error:

@@ -27,21 +27,6 @@ GRACEFUL_STOP_S = 5
 READ_ONLY = "-c default_transaction_read_only=on -c statement_timeout=5000"
 
 
-def migrate_in_background(database_url: str, stopping: threading.Event) -> None:
-    """The schema the dashboard reads, made as the workers make it: in a
-    thread, so that $PORT is bound at once (Heroku allows 60 s) even while
-    Postgres is away; until then the API answers 503."""
-    def run() -> None:
-        engine = create_engine(database_url, pool_pre_ping=True)
-        try:
-            postgres_outage(stopping).retry(lambda: migrate(engine))
-        except StopRequested:
-            pass
-        finally:
-            engine.dispose()
-    background.thread(run, name="migrate")
-
-
 class Server(uvicorn.Server):
     """uvicorn's server, which tells the app's event streams to end when a
     stop begins: uvicorn waits for open responses before it exits."""
@@ -49,10 +34,30 @@ class Server(uvicorn.Server):
     def __init__(self, stopping: threading.Event, config: uvicorn.Config):
         super().__init__(config)
         self.stopping = stopping
+        self.refusal: ConfigError | None = None  # Postgres refused TLS: the process ends with it
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.stopping.set()
         super().handle_exit(sig, frame)
+
+
+def migrate_in_background(database_url: str, server: Server) -> None:
+    """The schema the dashboard reads, made as the workers make it: in a
+    thread, so that $PORT is bound at once (Heroku allows 60 s) even while
+    Postgres is away; until then the API answers 503. A Postgres that
+    refuses TLS ends the server, and the process with that one line."""
+    def run() -> None:
+        engine = create_engine(database_url, pool_pre_ping=True)
+        try:
+            postgres_outage(server.stopping).retry(lambda: migrate(engine))
+        except StopRequested:
+            pass
+        except ConfigError as refusal:
+            server.refusal = refusal
+            server.should_exit = True  # uvicorn's own flag: the server stops as on a signal
+        finally:
+            engine.dispose()
+    background.thread(run, name="migrate")
 
 
 def read_only_engine(database_url: str) -> Engine:
@@ -87,7 +92,6 @@ def main() -> None:
     # the handler it found: this one, so the process ends below and exits 0.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
-    migrate_in_background(config.database_url, stopping)
     engine = read_only_engine(config.database_url)
     assert config.kafka is not None  # load() parsed it (needs_kafka)
     health = WorkerHealth(config.kafka)
@@ -95,13 +99,17 @@ def main() -> None:
     background.every(history.every_s, lambda: sample(health, history), name="history",
                      failure_event="history_failed", stop_requested=stopping)
     app = create_app(engine, health, history, password, config.window_seconds, stopping)
-    log("start", app="web", port=port)
-    Server(stopping, uvicorn.Config(
+    server = Server(stopping, uvicorn.Config(
         app, host="0.0.0.0", port=port, access_log=False, log_level="warning",  # noqa: S104 - Heroku's router
-        timeout_graceful_shutdown=GRACEFUL_STOP_S, proxy_headers=True, server_header=False)).run()
+        timeout_graceful_shutdown=GRACEFUL_STOP_S, proxy_headers=True, server_header=False))
+    migrate_in_background(config.database_url, server)
+    log("start", app="web", port=port)
+    server.run()
     stopping.set()
     health.close()
     engine.dispose()
+    if server.refusal:
+        raise server.refusal
     log("stopped", app="web")
 
 

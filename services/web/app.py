@@ -56,6 +56,7 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),
 ]
+HSTS = [(b"strict-transport-security", b"max-age=31536000")]  # a year, as browsers' preload lists ask
 
 
 def moment(name: str) -> Any:
@@ -268,8 +269,14 @@ def _iso(epoch_s: float) -> str | None:
 
 
 class BasicAuth:
-    """ASGI middleware: HTTP basic auth on every route, security headers on
-    every response, GET and HEAD only."""
+    """ASGI middleware: HTTPS where Heroku's router serves it, HTTP basic
+    auth on every route, security headers on every response, GET and HEAD only.
+
+    Behind the router (`X-Forwarded-Proto`), a request that came over plain
+    HTTP is redirected to HTTPS before any credential is read, and every
+    HTTPS answer tells the browser to use HTTPS only (HSTS), so that the
+    password never travels in clear. A request without the header (`make
+    run` on loopback) is served as it came."""
 
     def __init__(self, app: ASGIApp, password: str) -> None:
         self.app = app
@@ -278,13 +285,21 @@ class BasicAuth:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        # The router's value is the last: a client's own comes before it.
+        forwarded = headers.get(b"x-forwarded-proto", b"").split(b",")[-1].strip().lower()
+        answer_headers = SECURITY_HEADERS + (HSTS if (forwarded or scope["scheme"].encode()) == b"https" else [])
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = list(message.get("headers", [])) + SECURITY_HEADERS
+                message["headers"] = list(message.get("headers", [])) + answer_headers
             await send(message)
 
-        if not self._authorized(dict(scope["headers"]).get(b"authorization", b"")):
+        if forwarded == b"http":
+            query = b"?" + scope["query_string"] if scope["query_string"] else b""
+            location = b"https://" + headers.get(b"host", b"") + scope.get("raw_path", scope["path"].encode()) + query
+            response: Response = Response(status_code=301, headers={"Location": location.decode("latin-1")})
+        elif not self._authorized(headers.get(b"authorization", b"")):
             response = JSONResponse({"error": "authentication required"}, status_code=401,
                                     headers={"WWW-Authenticate": 'Basic realm="dashboard", charset="UTF-8"'})
         elif scope["method"] not in ("GET", "HEAD"):

@@ -20,7 +20,7 @@ States and transitions of a process (shared.worker.runner):
 
 What ends a query run (lifecycle.Ended), and who says so:
 
-    STOPPED  SIGTERM/SIGINT (shared.launch.Stopper), or Postgres away at a stop (foreachBatch)
+    STOPPED  SIGTERM/SIGINT (shared.launch.StopSignal), or Postgres away at a stop (foreachBatch)
     REVOKED  a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke, inside poll)
     RESIZED  a batch measured a new size (foreachBatch, shared.exactly_once), or a cold
              process's small first run stored its batch (Supervisor.supervise)

@@ -100,13 +100,17 @@ def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_re
     with the schema migrated). Runs on its own thread while Spark starts;
     the member is the main thread's once this returns."""
     assert config.kafka is not None  # load() requires it
-    member = GroupMember(config.kafka, worker.name, worker.topic, stop_requested, on_revoke=runs.revoke)
+    kafka = config.kafka
+    postgres: PostgresProgress | None = None
+    if worker.progress == "postgres":
+        # Before the broker: a Postgres that refuses TLS (a ConfigError) stops
+        # the worker at start even while Kafka is down.
+        engine = engine_for(config.database_url)
+        postgres = PostgresProgress(engine, kafka.group_id(worker.name), kafka.topic(worker.topic), stop_requested)
+        postgres.retrying(lambda: migrate(engine))
+    member = GroupMember(kafka, worker.name, worker.topic, stop_requested, on_revoke=runs.revoke)
     try:
-        progress: GroupProgress | PostgresProgress = GroupProgress(member)
-        if worker.progress == "postgres":
-            engine = engine_for(config.database_url)
-            progress = PostgresProgress(engine, member.group_id, member.topic, stop_requested)
-            progress.retrying(lambda: migrate(engine))
+        progress: GroupProgress | PostgresProgress = postgres or GroupProgress(member)
         while member.partitions is None and not spark_started.is_set() and not stop_requested.is_set():
             member.poll(WAITING_POLL_S)
     except BaseException:

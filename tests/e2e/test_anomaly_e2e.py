@@ -86,7 +86,7 @@ def channels(tmp_path):
     its certificate from a CA the worker trusts through SSL_CERT_FILE."""
     ca = CertificateAuthority("smtp-test-ca")
     (tmp_path / "ca.pem").write_text(ca.cert_pem)
-    pager = EventsApiServer(failures=2)
+    pager = EventsApiServer(ca, failures=2)
     smtp = SmtpServer(ca.issue("localhost", dns_names=["localhost"], server=True))
     smtp.environment = {"SSL_CERT_FILE": str(tmp_path / "ca.pem"), "SMTP_SERVER": "localhost",
                         "SMTP_PORT": str(smtp.port)}

@@ -5,6 +5,7 @@ through the config module."""
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -22,9 +23,10 @@ from devstack.certificates import CertificateAuthority
 from devstack.local_stack import ROOT, wait_until
 from shared.config import ConfigError, load
 from shared.tls_check import check_tls
-from tests.checks import assert_no_secret_in, heroku_like
+from tests.checks import assert_no_secret_in, heroku_like, lines_said
 
 pytestmark = heroku_like
+NO_STOP = threading.Event()  # never set: the checks here get an answer
 
 
 def app_kafka(stack, prefix, **overrides):
@@ -41,7 +43,7 @@ def test_the_app_talks_to_the_broker_over_tls_only(stack, prefix):
 
 def test_kafka_python_produces_consumes_and_commits_through_the_config(stack, prefix):
     kafka = app_kafka(stack, prefix)
-    check_tls(kafka)
+    check_tls(kafka, NO_STOP)
     producer = KafkaProducer(**kafka.kafka_python_kwargs())
     producer.send(kafka.topic("textlines"), b"over tls").get(timeout=30)
     producer.close()
@@ -96,14 +98,14 @@ def test_the_app_cannot_create_topics(stack, prefix):
 def test_a_wrong_ca_is_one_clear_error(stack, prefix):
     other_ca = CertificateAuthority("some-other-ca")
     with pytest.raises(ConfigError) as error:
-        check_tls(app_kafka(stack, prefix, KAFKA_TRUSTED_CERT=other_ca.cert_pem))
+        check_tls(app_kafka(stack, prefix, KAFKA_TRUSTED_CERT=other_ca.cert_pem), NO_STOP)
     assert str(error.value).startswith(
         "config error: KAFKA_TRUSTED_CERT did not verify the certificate of broker 127.0.0.1:")
 
 
 def test_no_client_certificate_is_one_clear_error(stack, prefix):
     with pytest.raises(ConfigError) as error:
-        check_tls(app_kafka(stack, prefix, KAFKA_CLIENT_CERT=None, KAFKA_CLIENT_CERT_KEY=None))
+        check_tls(app_kafka(stack, prefix, KAFKA_CLIENT_CERT=None, KAFKA_CLIENT_CERT_KEY=None), NO_STOP)
     assert str(error.value).startswith("config error: KAFKA_CLIENT_CERT is required by broker 127.0.0.1:")
 
 
@@ -111,14 +113,14 @@ def test_a_certificate_from_another_ca_is_one_clear_error(stack, prefix):
     stranger = CertificateAuthority("stranger-ca").issue("heroku-app")
     with pytest.raises(ConfigError) as error:
         check_tls(app_kafka(stack, prefix, KAFKA_CLIENT_CERT=stranger.cert_pem,
-                            KAFKA_CLIENT_CERT_KEY=stranger.key_pem))
+                            KAFKA_CLIENT_CERT_KEY=stranger.key_pem), NO_STOP)
     assert str(error.value).startswith("config error: KAFKA_CLIENT_CERT was refused by broker 127.0.0.1:")
 
 
 def test_a_worker_with_a_wrong_ca_stops_with_that_one_line(stack, prefix, workers):
     worker = workers.start("tests.echo_worker", KAFKA_TRUSTED_CERT=CertificateAuthority("x").cert_pem)
     assert worker.wait(60) != 0
-    lines = worker.output().strip().splitlines()
+    lines = lines_said(worker.output())
     assert len(lines) == 1 and lines[0].startswith("config error: KAFKA_TRUSTED_CERT did not verify")
     assert "Traceback" not in worker.output()
 

@@ -3,6 +3,7 @@ its page in a real headless browser, and its auth."""
 
 import base64
 import datetime
+import http.client
 import json
 import secrets
 import signal
@@ -260,6 +261,34 @@ def test_every_route_wants_the_password_and_sends_security_headers(web):
     assert all(list(operations) == ["get"] for operations in paths.values())
     for _, _, body in (web.get("/api/health"), web.get("/api/openapi.json"), web.get("/")):
         assert PASSWORD not in json.dumps(body)
+
+
+def test_behind_herokus_router_plain_http_is_sent_to_https_and_https_pins_itself(web):
+    """Heroku's router ends TLS and says which scheme the browser used in
+    X-Forwarded-Proto, its value last; the dashboard never asks for the
+    password over plain HTTP."""
+    def answer(path, forwarded=None, password=None):
+        connection = http.client.HTTPConnection(web.base.removeprefix("http://"), timeout=10)
+        headers = {"Host": "dash.example.test"}
+        if forwarded:
+            headers["X-Forwarded-Proto"] = forwarded
+        if password:
+            headers["Authorization"] = "Basic " + base64.b64encode(f"admin:{password}".encode()).decode()
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        connection.close()
+        return response.status, response.headers
+
+    for forwarded in ("http", "https, http"):
+        status, headers = answer("/api/top-words?limit=3", forwarded)
+        assert (status, headers["Location"]) == (301, "https://dash.example.test/api/top-words?limit=3")
+        assert "WWW-Authenticate" not in headers and "Strict-Transport-Security" not in headers
+    for password, expected in ((None, 401), (PASSWORD, 200)):
+        status, headers = answer("/", "http, https", password)
+        assert status == expected and headers["Strict-Transport-Security"] == "max-age=31536000"
+    status, headers = answer("/", password=PASSWORD)  # loopback, no router: as it is
+    assert status == 200 and "Strict-Transport-Security" not in headers
 
 
 def test_its_postgres_sessions_cannot_write(database_url, release):

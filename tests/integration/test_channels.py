@@ -24,16 +24,6 @@ HOSTILE_USERS = ["eve\r\nBcc: everyone@example.test", "line\u2028separator", "ta
 
 
 @pytest.fixture
-def trusted_ca(tmp_path, monkeypatch):
-    """A CA the test makes, trusted as the system's CAs would be."""
-    ca = CertificateAuthority("channels-test-ca")
-    path = tmp_path / "ca.pem"
-    path.write_text(ca.cert_pem)
-    monkeypatch.setenv("SSL_CERT_FILE", str(path))
-    return ca
-
-
-@pytest.fixture
 def smtp_servers():
     started = []
 
@@ -87,7 +77,7 @@ def test_hostile_user_ids_are_delivered_and_a_refused_alert_is_set_aside(
             [{"user": user, "window": T0, "severity": severity,
               "payload": payload(user, T0, 10, count, severity, threshold)}
              for user in users for severity, count, threshold in (("email", 60, 50), ("urgent", 101, 100))])
-    pager = EventsApiServer(refused_users={"refused"})
+    pager = EventsApiServer(trusted_ca, refused_users={"refused"})
     smtp = smtp_servers(trusted_ca.issue("localhost", dns_names=["localhost"], server=True))
     delivery = ChannelDelivery(engine, [PagerDuty("routing-key", pager.url), email_to(smtp)], 0,
                                threading.Event())

@@ -52,12 +52,12 @@ def add_alert(engine, user, hours_ago, published):
              "payload": payload(user, window, 10, 101, "urgent", 100)})
 
 
-def test_published_alerts_past_the_retention_are_deleted_and_never_delivered(database_url):
+def test_published_alerts_past_the_retention_are_deleted_and_never_delivered(database_url, trusted_ca):
     engine = migrated_engine(database_url)
     add_alert(engine, "old-published", 3, True)
     add_alert(engine, "old-unpublished", 3, False)
     add_alert(engine, "new", 0, True)
-    pager = EventsApiServer()
+    pager = EventsApiServer(trusted_ca)
     try:
         ChannelDelivery(engine, [PagerDuty("key", pager.url)], 1, threading.Event()).deliver_due()
     finally:

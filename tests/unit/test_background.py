@@ -5,7 +5,7 @@ import threading
 
 from devstack.local_stack import wait_until
 from shared import background
-from shared.config import DYNO
+from shared.logs import DYNO
 
 
 def test_a_failed_round_is_one_line_and_the_next_round_runs_until_the_stop(capsys):

@@ -201,6 +201,34 @@ def test_heroku_database_url_becomes_a_sqlalchemy_url(given):
         ("postgresql+psycopg2", "u", "pw", "db.example", 5432, "d")
 
 
+@pytest.mark.parametrize("given, mode", [
+    ("postgres://u:pw@db.example:5432/d", "require"),
+    ("postgres://u:pw@db.example:5432/d?sslrootcert=/etc/ca.pem", "verify-full"),  # a CA named: verified
+    ("postgres://u:pw@db.example:5432/d?sslmode=verify-ca", "verify-ca"),
+    ("postgres://u:pw@db.example:5432/d?sslmode=require&sslrootcert=/etc/ca.pem", "require"),
+    ("postgres://u:pw@127.0.0.1:5432/d?hostaddr=127.0.0.1&host=db.example", "require"),  # libpq's host wins
+])
+def test_a_host_that_is_not_loopback_is_reached_over_tls_only(given, mode):
+    url = make_url(load({"KAFKA_URL": "kafka://b1.example:9092", "DATABASE_URL": given}).database_url)
+    assert url.query["sslmode"] == mode
+
+
+@pytest.mark.parametrize("given", [
+    "postgres://u:pw@localhost/d", "postgres://u:pw@127.0.0.1:5432/d", "postgres://u:pw@127.8.0.1/d",
+    "postgres://u:pw@[::1]:5432/d", "postgres:///d?host=/var/run/postgresql", "postgres://u:pw@localhost/d?sslmode=disable",
+])
+def test_loopback_and_unix_sockets_are_as_the_url_says(given):
+    url = make_url(load({"KAFKA_URL": "kafka://b1.example:9092", "DATABASE_URL": given}).database_url)
+    assert url.query.get("sslmode") == ("disable" if "disable" in given else None)
+
+
+@pytest.mark.parametrize("mode", ["disable", "allow", "prefer", "nonsense"])
+def test_a_url_that_would_talk_in_clear_to_a_host_off_loopback_is_refused(mode):
+    with pytest.raises(ConfigError) as error:
+        load({"KAFKA_URL": "kafka://b1.example:9092", "DATABASE_URL": f"postgres://u:hunter2@db.example/d?sslmode={mode}"})
+    assert_names_only(error, "DATABASE_URL", "hunter2")
+
+
 def test_database_url_is_required_only_where_needed():
     assert load({"KAFKA_URL": "kafka://b1.example:9092"}).database_url == ""
     with pytest.raises(ConfigError) as error:
@@ -228,11 +256,31 @@ def test_defaults_and_overrides_of_window_and_thresholds():
 @pytest.mark.parametrize("variable", ["WINDOW_SECONDS", "ANOMALY_URGENT_THRESHOLD", "ANOMALY_EMAIL_THRESHOLD",
                                       "MAX_OFFSETS_PER_TRIGGER", "MAX_BYTES_PER_TRIGGER", "SPARK_SHUFFLE_PARTITIONS",
                                       "SMTP_PORT"])
-@pytest.mark.parametrize("value", ["ten", "0", "-5", "1.5"])
+@pytest.mark.parametrize("value", ["ten", "0", "-5", "1.5", "+5", "1_000", "\u0661\u0662"])
 def test_malformed_numbers_are_named(variable, value):
     with pytest.raises(ConfigError) as error:
         load({"KAFKA_URL": "kafka://b1.example:9092", variable: value})
     assert_names_only(error, variable)
+
+
+def test_an_email_threshold_at_or_above_the_urgent_one_is_refused():
+    base = {"KAFKA_URL": "kafka://b1.example:9092"}
+    for email, urgent in (("100", None), ("7", "7"), ("8", "7")):
+        with pytest.raises(ConfigError) as error:
+            load({**base, "ANOMALY_EMAIL_THRESHOLD": email, **({"ANOMALY_URGENT_THRESHOLD": urgent} if urgent else {})})
+        assert_names_only(error, "ANOMALY_EMAIL_THRESHOLD")
+    assert load({**base, "ANOMALY_EMAIL_THRESHOLD": "99"}).email_threshold == 99
+
+
+def test_tls_variables_beside_plaintext_brokers_are_named_as_ignored(tls_env, capsys):
+    config = load({**tls_env, "KAFKA_URL": "kafka://b1.example:9092"})
+    assert not config.kafka.use_tls
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in lines] == [
+        "variable=KAFKA_TRUSTED_CERT", "variable=KAFKA_CLIENT_CERT", "variable=KAFKA_CLIENT_CERT_KEY"]
+    assert all(line.startswith("event=config_ignored ") and "BEGIN" not in line for line in lines)
+    load({"KAFKA_URL": "kafka://b1.example:9092"})
+    assert capsys.readouterr().out == ""
 
 
 def test_spark_and_channel_settings_are_parsed_with_the_rest():
@@ -281,6 +329,10 @@ def test_a_standalone_cluster_without_the_shared_secret_is_refused():
     ("START_FROM", "beginning"), ("SPARK_DRIVER_MEMORY", "lots"), ("SPARK_DRIVER_MEMORY", "480m"),
     ("SPARK_DRIVER_MEMORY", "500000k"), ("SPARK_EXECUTOR_MEMORY", "256m"), ("SPARK_EXECUTOR_CORES", "two"),
     ("SPARK_CORES_MAX", "0"), ("SMTP_PORT", "70000"), ("MAILGUN_SMTP_PORT", "smtp"),
+    ("PAGERDUTY_EVENTS_URL", "http://events.pagerduty.com/v2/enqueue"), ("PAGERDUTY_EVENTS_URL", "https:///v2"),
+    ("PAGERDUTY_EVENTS_URL", "events.pagerduty.com"), ("ALERT_EMAIL_FROM", "Alerts <alerts@example.com>"),
+    ("ALERT_EMAIL_FROM", "alerts"), ("ALERT_EMAIL_TO", "ops@example.com\r\nBcc: x@example.com"),
+    ("ALERT_EMAIL_TO", "ops@example.com, nobody"), ("ALERT_EMAIL_TO", "a@b@example.com"),
 ])
 def test_malformed_spark_and_channel_settings_are_named(variable, value):
     with pytest.raises(ConfigError) as error:
@@ -302,10 +354,21 @@ def test_dotenv_fills_gaps_and_the_real_environment_wins(tmp_path, monkeypatch):
     dotenv.write_text("KAFKA_URL=kafka://from-dotenv.example:9092\nWINDOW_SECONDS=30\n")
     monkeypatch.delenv("KAFKA_URL", raising=False)
     monkeypatch.delenv("KAFKA_ADDON", raising=False)
+    monkeypatch.delenv("DYNO", raising=False)  # off a dyno
     monkeypatch.setenv("WINDOW_SECONDS", "20")
     config = load(dotenv_path=dotenv)
     assert config.kafka.brokers == ("from-dotenv.example:9092",)
     assert config.window_seconds == 20
+
+
+def test_on_a_dyno_a_dotenv_file_is_not_read(tmp_path, monkeypatch):
+    (tmp_path / ".env").write_text("KAFKA_URL=kafka://from-dotenv.example:9092\n")
+    monkeypatch.delenv("KAFKA_URL", raising=False)
+    monkeypatch.delenv("KAFKA_ADDON", raising=False)
+    monkeypatch.setenv("DYNO", "aggregator_worker.1")
+    with pytest.raises(ConfigError) as error:
+        load(dotenv_path=tmp_path / ".env")
+    assert_names_only(error, "KAFKA_URL")
 
 
 def test_a_config_error_stops_the_process_with_one_line():
