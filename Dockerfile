@@ -18,6 +18,8 @@ COPY bin bin
 COPY jvm jvm
 COPY shared shared
 COPY services services
+# The generators of input (compose's `generators` profile): dev tools, never in the slug.
+COPY devstack devstack
 # After the code: the class-data archive is made by running the topologies.
 RUN bin/post_compile
 CMD ["python", "-m", "shared.migrations"]

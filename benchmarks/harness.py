@@ -114,7 +114,7 @@ def spark_preload(stack, topic, build_records, count):
 
 
 WORKERS = ("text_processor", "aggregator", "anomaly_detector")
-GENERATORS = ("services.text_processor.generate", "services.anomaly_detector.generate")
+GENERATORS = ("devstack.textlines", "devstack.loglines")
 
 
 @contextmanager

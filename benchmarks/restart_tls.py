@@ -40,8 +40,8 @@ def main() -> None:
         stack.broker.create_topics(PREFIX, partitions=PARTITIONS)
         migrated_engine(stack).dispose()  # the release phase
         env = {**os.environ, **stack.environment(PREFIX)}
-        generator = Worker("services.text_processor.generate", env, f"{folder}/generate.log",
-                           [sys.executable, "-m", "services.text_processor.generate", "--rate", RATE])
+        generator = Worker("devstack.textlines", env, f"{folder}/generate.log",
+                           [sys.executable, "-m", "devstack.textlines", "--rate", RATE])
         running = {name: start(env, folder, name, 0) for name in VICTIMS}
         try:
             for name in VICTIMS:

@@ -16,7 +16,7 @@ from benchmarks.harness import local_stack, percentile, report, spark_preload, w
 from devstack.kafka_io import committed_offsets, end_offsets, event_millis
 from devstack.local_stack import wait_until
 from devstack.processes import MeasuredWorker
-from services.text_processor.generate import VOCABULARY, made_up_sentences
+from devstack.textlines import VOCABULARY, made_up_sentences
 from services.text_processor.worker import TEXT_PROCESSOR
 
 PREFIX = "bench."

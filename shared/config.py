@@ -123,7 +123,7 @@ class SparkConfig:
     driver_memory: str = ""  # SPARK_DRIVER_MEMORY; "": half the dyno's memory
     shuffle_partitions: int = 2  # SPARK_SHUFFLE_PARTITIONS
     max_offsets_per_trigger: int | None = None  # MAX_OFFSETS_PER_TRIGGER; None: the worker's own
-    # MAX_BYTES_PER_TRIGGER, of keys and values (shared/batch_size.py): twice
+    # MAX_BYTES_PER_TRIGGER, of keys and values (shared/worker/batch_size.py): twice
     # what Spark's execution and storage memory holds at a 512m heap, as a
     # word is its record's key and value.
     max_bytes_per_trigger: int = 256 << 20

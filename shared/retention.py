@@ -12,26 +12,11 @@ from shared.logs import log
 ROWS_PER_DELETE = 5000
 EVERY_SECONDS = 60
 
-# Each statement deletes at most :rows rows older than :hours hours.
-WINDOWED_COUNTS = """
-    DELETE FROM windowed_counts WHERE (window_start, word) IN (
-        SELECT window_start, word FROM windowed_counts
-        WHERE window_start < now() - make_interval(hours => :hours) LIMIT :rows)"""
-WINDOW_TOTALS = """
-    DELETE FROM window_totals WHERE window_start IN (
-        SELECT window_start FROM window_totals
-        WHERE window_start < now() - make_interval(hours => :hours) LIMIT :rows)"""
-# Published alerts only: delivery skips those older than the retention anyway.
-ALERT_OUTBOX = """
-    DELETE FROM alert_outbox WHERE id IN (
-        SELECT id FROM alert_outbox
-        WHERE published_at IS NOT NULL AND window_start < now() - make_interval(hours => :hours)
-        LIMIT :rows)"""
-
-
 class Retention:
     def __init__(self, engine: Engine, tables: dict[str, str], hours: int, stop_requested: threading.Event) -> None:
-        """`tables`: {table name: its delete statement}. `hours` 0 keeps everything."""
+        """`tables`: {table name: its delete statement, which deletes at most
+        :rows rows older than :hours hours (each service's own, beside its
+        worker)}. `hours` 0 keeps everything."""
         self.engine = engine
         self.tables = tables
         self.hours = hours

@@ -6,21 +6,17 @@ Used by the lifecycle's own test, apart from any service's logic.
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
-from shared.spark import STEADY_TRIGGER, kafka_sink
-from shared.worker import Context, Worker, run
-from shared.worker.query_run import QueryRun
+from shared.worker import KafkaSink, Worker, run
 
 
-def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: str) -> StreamingQuery:
+def upper_cased(records: DataFrame, run: int) -> DataFrame:
     line = F.col("value").cast("string")
-    upper = source.select(F.col("key"), F.when(line == "poison", F.raise_error(F.lit("poison")))
+    return records.select(F.col("key"), F.when(line == "poison", F.raise_error(F.lit("poison")))
                           .otherwise(F.upper(line)).alias("value"))
-    return kafka_sink(upper, context.kafka, "words", checkpoint, run.trigger(STEADY_TRIGGER))
 
 
-ECHO = Worker(name="echo", topic="textlines", batch_records=10_000, start_query=start_query)
+ECHO = Worker(name="echo", topic="textlines", topology=upper_cased, sink=KafkaSink("words"), batch_records=10_000)
 
 if __name__ == "__main__":
     run(ECHO)

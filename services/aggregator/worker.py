@@ -5,7 +5,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 from sqlalchemy import Connection, text
 
 from services.aggregator.topology import (
@@ -20,13 +19,10 @@ from services.aggregator.topology import (
 )
 from shared.config import Config
 from shared.events import PLACE_HEADER, line_place, place_value
-from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
-from shared.retention import WINDOW_TOTALS, WINDOWED_COUNTS, Retention
-from shared.spark import STEADY_TRIGGER
+from shared.retention import Retention
 from shared.warm_up import kafka_records
-from shared.worker import Context, Worker
-from shared.worker.query_run import QueryRun
+from shared.worker import Context, PostgresSink, Worker
 
 # A batch's counts are copied in bulk, then added to what earlier batches stored.
 BATCH_TABLE = """
@@ -46,6 +42,18 @@ ADD_WINDOW_TOTALS = """
     SELECT to_timestamp(window_start), sum(count) FROM batch_counts GROUP BY window_start
     ON CONFLICT (window_start) DO UPDATE SET words = window_totals.words + EXCLUDED.words"""
 
+# What is past RETENTION_HOURS, a few thousand rows a statement (shared.retention).
+RETENTION = {
+    "windowed_counts": """
+        DELETE FROM windowed_counts WHERE (window_start, word) IN (
+            SELECT window_start, word FROM windowed_counts
+            WHERE window_start < now() - make_interval(hours => :hours) LIMIT :rows)""",
+    "window_totals": """
+        DELETE FROM window_totals WHERE window_start IN (
+            SELECT window_start FROM window_totals
+            WHERE window_start < now() - make_interval(hours => :hours) LIMIT :rows)""",
+}
+
 COUNTED_PLACES = text("""
     SELECT partition, line_partition, line_offset, word_index FROM counted_places
     WHERE consumer = :consumer AND topic = :topic""")
@@ -59,11 +67,6 @@ STORE_PLACE = text("""
 Places = dict[tuple[int, int], tuple[int, int]]  # (partition, line partition) -> (line offset, word index)
 # A batch's groups (None: its summary holds its COPY text), its summary, the places it moved.
 Summarized = tuple[DataFrame | None, Summary, Places]
-
-# Its steady batches begin half a second past the second, once the text
-# processor's batch begun on that second has written its words: begun on the
-# second too, they found those words a second late (shared.spark.wait_for_phase).
-PHASE_S = 0.5
 
 # The COPY text is collected this much at a time (about 750,000 counts of
 # 20-letter words), so a batch of long distinct words cannot fill the
@@ -107,29 +110,43 @@ def add_counts(connection: Connection, groups: DataFrame | None, result: Summary
             cursor.execute(ADD_WINDOW_TOTALS)
 
 
-def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: str) -> StreamingQuery:
-    window_seconds = context.config.window_seconds
-    progress = context.postgres
-    owner = {"consumer": progress.consumer, "topic": progress.topic}
+class WordCounts(PostgresSink[Summarized]):
+    """Each batch's counts per word and window added to windowed_counts
+    (and window_totals), with the places it counted up to, so a word re-sent
+    by the text processor is counted once (topology.py)."""
 
-    def counted_places() -> Places:
-        rows = progress.read(lambda connection: connection.execute(COUNTED_PLACES, owner).all())
+    # Its steady batches begin half a second past the second, once the text
+    # processor's batch begun on that second has written its words: begun on
+    # the second too, they found those words a second late (shared.spark.wait_for_phase).
+    phase_s = 0.5
+
+    context: Context
+    window_seconds: int
+    owner: dict[str, str]  # the rows of counted_places that are this worker's
+
+    def open(self, context: Context) -> None:
+        self.context, self.window_seconds = context, context.config.window_seconds
+        self.owner = {"consumer": context.postgres.consumer, "topic": context.postgres.topic}
+        Retention(context.postgres.engine, RETENTION, context.config.retention_hours, context.stop_requested).start()
+
+    def counted_places(self) -> Places:
+        rows = self.context.postgres.read(lambda connection: connection.execute(COUNTED_PLACES, self.owner).all())
         return {(w, p): (offset, index) for w, p, offset, index in rows}
 
-    def summarize_batch(batch: DataFrame, records: int) -> Summarized:
+    def summarize(self, batch: DataFrame, records: int) -> Summarized:
         """The batch's groups (cached until its transaction is committed;
         None for a small batch, whose summary holds its COPY text), its
         summary and the highest places after it. (The fence on offsets
         guarantees nobody else moved those places meanwhile: they move only
         with the offsets, in one transaction.)"""
-        before = counted_places()
+        before = self.counted_places()
 
         def summarized(thresholds: dict[Any, Any]) -> tuple[DataFrame | None, Summary]:
             if records * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES:
                 # However long its words, its COPY text fits one part (a
                 # steady stream's batches): its groups collected by one job.
-                return None, summed_up(small_batch_groups(batch, window_seconds, thresholds).collect())
-            groups = grouped(batch, window_seconds, thresholds).persist()
+                return None, summed_up(small_batch_groups(batch, self.window_seconds, thresholds).collect())
+            groups = grouped(batch, self.window_seconds, thresholds).persist()
             return groups, summary(groups)
 
         groups, result = summarized(before)
@@ -140,28 +157,18 @@ def start_query(context: Context, run: QueryRun, source: DataFrame, checkpoint: 
             groups, result = summarized(per_run)
         return groups, result, {pair: place for pair, place in after.items() if before.get(pair) != place}
 
-    def write(connection: Connection, summarized: Summarized) -> dict[str, int]:
+    def write(self, connection: Connection, summarized: Summarized) -> dict[str, int]:
         groups, result, moved = summarized
-        add_counts(connection, groups, result, window_seconds)
+        add_counts(connection, groups, result, self.window_seconds)
         if moved:
             connection.execute(STORE_PLACE, [
-                {**owner, "partition": w, "line_partition": p, "line_offset": offset, "word_index": index}
+                {**self.owner, "partition": w, "line_partition": p, "line_offset": offset, "word_index": index}
                 for (w, p), (offset, index) in moved.items()])
         # rows_in: Spark counts the records of a batch summarized twice twice.
         skipped = result.repeated + result.bad_time + result.bad_key
         return {"rows_in": result.counted + skipped, "rows_out": result.rows, "counted": result.counted,
                 "skipped_repeated": result.repeated, "skipped_bad_time": result.bad_time,
                 "skipped_bad_key": result.bad_key}
-
-    write_batch = foreach_batch(progress, context.batch_size, run, checkpoint, summarize_batch, write,
-                                phase_s=PHASE_S)
-    return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=run.trigger(STEADY_TRIGGER))
-            .option("checkpointLocation", checkpoint).start())
-
-
-def setup(context: Context) -> None:
-    Retention(context.postgres.engine, {"windowed_counts": WINDOWED_COUNTS, "window_totals": WINDOW_TOTALS},
-              context.config.retention_hours, context.stop_requested).start()
 
 
 def warm_up(spark: SparkSession, config: Config) -> None:
@@ -176,5 +183,5 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     groups.unpersist()
 
 
-AGGREGATOR = Worker(name="aggregator", topic="words", batch_records=2_000_000, start_query=start_query,
-                    progress="postgres", read_headers=True, setup=setup, warm_up=warm_up)
+AGGREGATOR = Worker(name="aggregator", topic="words", sink=WordCounts(), batch_records=2_000_000,
+                    read_headers=True, warm_up=warm_up)

@@ -5,7 +5,6 @@ publishes, channels.py delivers."""
 from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql.streaming import StreamingQuery
 from sqlalchemy import Connection
 
 from services.anomaly_detector.alerts import AlertPublisher, Counts, record_failures
@@ -20,13 +19,10 @@ from services.anomaly_detector.topology import (
     summed_up,
 )
 from shared.config import Config
-from shared.exactly_once import foreach_batch
 from shared.parts import collected_in_parts
-from shared.retention import ALERT_OUTBOX, Retention
-from shared.spark import BACK_TO_BACK
+from shared.retention import Retention
 from shared.warm_up import kafka_records
-from shared.worker import Context, Worker
-from shared.worker.query_run import QueryRun
+from shared.worker import BACK_TO_BACK, Context, PostgresSink, Worker
 
 # A batch's (user, window) counts reach Python this much at a time, as
 # topology.summary estimates it (about 35,000 counts of 20-character user
@@ -36,54 +32,63 @@ from shared.worker.query_run import QueryRun
 # returns): 32 MB parts peaked at 215 MB of Python, measured.
 PART_BYTES = 8 << 20
 
+# What is past RETENTION_HOURS, a few thousand rows a statement
+# (shared.retention): published alerts only, as delivery skips those older
+# than the retention anyway.
+RETENTION = {"alert_outbox": """
+    DELETE FROM alert_outbox WHERE id IN (
+        SELECT id FROM alert_outbox
+        WHERE published_at IS NOT NULL AND window_start < now() - make_interval(hours => :hours)
+        LIMIT :rows)"""}
+
 # A batch's users' counts, cached in Spark to be read in parts (a large
 # batch's) or in Python (a small one's); its summary.
 Counted = tuple[DataFrame | Counts, Summary]
 
 
-class AnomalyDetector:
-    """One publisher, delivery thread and retention thread per process,
-    across query restarts."""
+class FailedLogins(PostgresSink[Counted]):
+    """Each batch's failed logins per user and window added to the counts,
+    and an outbox row for each threshold a count crossed (alerts.py); one
+    publisher, delivery thread and retention thread per process."""
 
+    # Batches back to back (not STEADY_TRIGGER): an alert is due within a second.
+    trigger = BACK_TO_BACK
+
+    config: Config
     publisher: AlertPublisher
 
-    def setup(self, context: Context) -> None:
-        engine, config = context.postgres.engine, context.config
+    def open(self, context: Context) -> None:
+        engine, self.config = context.postgres.engine, context.config
         self.publisher = AlertPublisher(engine, context.kafka, context.stop_requested)
         self.publisher.start()
-        ChannelDelivery(engine, configured_channels(config.channels), config.retention_hours,
+        ChannelDelivery(engine, configured_channels(self.config.channels), self.config.retention_hours,
                         context.stop_requested).start()
-        Retention(engine, {"alert_outbox": ALERT_OUTBOX}, config.retention_hours, context.stop_requested).start()
+        Retention(engine, RETENTION, self.config.retention_hours, context.stop_requested).start()
 
-    def start_query(self, context: Context, run: QueryRun, source: DataFrame, checkpoint: str) -> StreamingQuery:
-        config = context.config
+    def summarize(self, batch: DataFrame, records: int) -> Counted:
+        window_seconds = self.config.window_seconds
+        if records * MAX_COUNT_BYTES <= PART_BYTES:
+            # However many distinct users, the counts fit one part (a
+            # steady stream's batches): collected by one job, nothing
+            # cached, instead of a summary's job and a part's.
+            return summed_up(small_batch_counts(batch, window_seconds).collect())
+        counts = failed_logins(batch, window_seconds).persist()
+        return counts, summary(counts)
 
-        def count_failures(batch: DataFrame, records: int) -> Counted:
-            if records * MAX_COUNT_BYTES <= PART_BYTES:
-                # However many distinct users, the counts fit one part (a
-                # steady stream's batches): collected by one job, nothing
-                # cached, instead of a summary's job and a part's.
-                return summed_up(small_batch_counts(batch, config.window_seconds).collect())
-            counts = failed_logins(batch, config.window_seconds).persist()
-            return counts, summary(counts)
+    def write(self, connection: Connection, counted: Counted) -> dict[str, int]:
+        counts, result = counted
+        if isinstance(counts, dict):
+            parts: Iterable[Counts] = [counts]
+        else:
+            parts = collected_in_parts(result.user_bytes, PART_BYTES,
+                                       lambda parts, part: as_counts(counts_part(counts, parts, part).collect()))
+        alerts, pruned = record_failures(connection, parts, self.config)
+        return {"rows_out": result.users, "failed_logins": result.failed_logins,
+                "skipped_no_user": result.no_user, "skipped_bad_time": result.bad_time,
+                "alerts": alerts, "windows_pruned": pruned}
 
-        def write(connection: Connection, counted: Counted) -> dict[str, int]:
-            counts, result = counted
-            if isinstance(counts, dict):
-                parts: Iterable[Counts] = [counts]
-            else:
-                parts = collected_in_parts(result.user_bytes, PART_BYTES,
-                                           lambda parts, part: as_counts(counts_part(counts, parts, part).collect()))
-            alerts, pruned = record_failures(connection, parts, config)
-            return {"rows_out": result.users, "failed_logins": result.failed_logins,
-                    "skipped_no_user": result.no_user, "skipped_bad_time": result.bad_time,
-                    "alerts": alerts, "windows_pruned": pruned}
-
-        write_batch = foreach_batch(context.postgres, context.batch_size, run, checkpoint, count_failures, write,
-                                    after_commit=self.publisher.wake)
-        # Batches back to back (not STEADY_TRIGGER): an alert is due within a second.
-        return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=run.trigger(BACK_TO_BACK))
-                .option("checkpointLocation", checkpoint).start())
+    def after_commit(self) -> None:
+        self.publisher.wake()  # the batch's alerts are in the outbox: publish them now
 
 
 def as_counts(rows: Iterable[Row]) -> Counts:
@@ -99,7 +104,5 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     counts.unpersist()
 
 
-_DETECTOR = AnomalyDetector()
-ANOMALY_DETECTOR = Worker(name="anomaly-detector", topic="loglines", batch_records=500_000,
-                          start_query=_DETECTOR.start_query, progress="postgres", setup=_DETECTOR.setup,
+ANOMALY_DETECTOR = Worker(name="anomaly-detector", topic="loglines", sink=FailedLogins(), batch_records=500_000,
                           warm_up=warm_up)

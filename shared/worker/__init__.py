@@ -1,10 +1,12 @@
 """A worker's life: the one lifecycle every worker shares.
 
-A service declares its worker once (`Worker`: name, input topic, batch
-size, where its progress lives, its query, setup and warm-up; see
-services/workers.py). Its `__main__` launches Spark's JVM first
-(shared.launch), imports the worker while the JVM starts, and calls
-`run(worker, launched)`.
+The public API, what a service imports: `Worker` (name, input topic,
+topology, sink, batch size, warm-up; see services/workers.py), its sink
+(`KafkaSink`, or a `PostgresSink` whose hooks it fills: shared.worker.sinks),
+`Context` (what a sink's `open` gets) and `run`. The framework builds and
+runs the query; nothing else of shared.worker is a service's to import.
+A service's `__main__` launches Spark's JVM first (shared.launch), imports
+the worker while the JVM starts, and calls `run(worker, launched)`.
 
 States and transitions of a process (shared.worker.runner):
 
@@ -20,18 +22,18 @@ States and transitions of a process (shared.worker.runner):
 
 What ends a query run (lifecycle.Ended), and who says so:
 
-    STOPPED  SIGTERM/SIGINT (shared.launch.StopSignal), or Postgres away at a stop (foreachBatch)
-    REVOKED  a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke, inside poll)
-    RESIZED  a batch measured a new size (foreachBatch, shared.exactly_once), or a cold
-             process's small first run stored its batch (Supervisor.supervise)
-    FAILED   the query failed, or foreachBatch gave a batch up (an outage, a fenced batch)
-    SPARK_LOST  a Spark cluster's outage took the driver's session (shared.worker.driver)
+    STOPPED      SIGTERM/SIGINT (shared.launch.StopSignal), or Postgres away at a stop (foreachBatch)
+    REVOKED      a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke, inside poll)
+    RESIZED      a batch measured a new size (foreachBatch, shared.worker.exactly_once)
+    FIRST_BATCH  a cold process's small first run stored its batch (Supervisor.supervise)
+    FAILED       the query failed, or foreachBatch gave a batch up (an outage, a fenced batch)
+    SPARK_LOST   a Spark cluster's outage took the driver's session (shared.worker.driver)
 
 What comes next (lifecycle.next_step, a pure function over the ending and
 the failures in a row):
 
     STOPPED ──────────────────────────────> Stop
-    REVOKED, RESIZED ─────────────────────> Resume (after the group's next assignment)
+    REVOKED, RESIZED, FIRST_BATCH ────────> Resume (after the group's next assignment)
     FAILED on a timestamp Spark can't read ─> Scan ──skipped──> Resume
                                                └──none──> as any FAILED
     FAILED, 3rd in a row, a record's error ─> Search ──skipped──> Resume (next failure searches at once)
@@ -56,6 +58,7 @@ Who owns what:
 """
 
 from shared.worker.runner import run
-from shared.worker.spec import Context, Worker
+from shared.worker.sinks import BACK_TO_BACK, STEADY_TRIGGER, KafkaSink, PostgresSink
+from shared.worker.spec import Context, Topology, Worker
 
-__all__ = ["Context", "Worker", "run"]
+__all__ = ["BACK_TO_BACK", "STEADY_TRIGGER", "Context", "KafkaSink", "PostgresSink", "Topology", "Worker", "run"]

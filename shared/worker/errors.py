@@ -1,7 +1,7 @@
 """What a failed query's error says, read once into a RunEnded.
 
 A query fails with a StreamingQueryException, or a foreachBatch function
-gives a batch up with the Py4JJavaError it met (shared.exactly_once); both
+gives a batch up with the Py4JJavaError it met (shared.worker.exactly_once); both
 hold the Java exception that a task or the driver threw.
 """
 

@@ -23,7 +23,8 @@ class Ended(Enum):
 
     STOPPED = "stopped"  # a stop was asked for (SIGTERM, SIGINT)
     REVOKED = "revoked"  # a rebalance took this copy's partitions
-    RESIZED = "resized"  # its batches must read another number of records (also: a cold first run, after its batch)
+    RESIZED = "resized"  # a batch measured a new size: its batches must read another number of records
+    FIRST_BATCH = "first_batch"  # a cold process's small first run stored its one batch
     FAILED = "failed"  # the query failed, or a foreachBatch function gave up a batch
     SPARK_LOST = "spark_lost"  # a Spark cluster's outage took the driver's session (shared.worker.driver)
 
@@ -125,7 +126,7 @@ def next_step(event: Event, history: History) -> tuple[Step, History]:
     match event:
         case RunEnded(ended=Ended.STOPPED) | ScanEnded(stopped=True) | SearchEnded(stopped=True):
             return Stop(), history
-        case RunEnded(ended=Ended.REVOKED | Ended.RESIZED):
+        case RunEnded(ended=Ended.REVOKED | Ended.RESIZED | Ended.FIRST_BATCH):
             return Resume(), history
         case RunEnded(ended=Ended.SPARK_LOST) as lost:
             failures = _failures(lost, history)

@@ -5,7 +5,7 @@ Two stores, one protocol:
 - GroupProgress: the consumer group's committed offsets (the text processor).
 - PostgresProgress: a table beside the results, written in each batch's
   transaction behind a fence (the aggregator and the anomaly detector: see
-  shared.exactly_once).
+  shared.worker.exactly_once).
 Either way each batch's offsets are also committed to the group, so Kafka's
 own tools (and the dashboard) show every worker's lag.
 """

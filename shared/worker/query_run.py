@@ -13,7 +13,7 @@ Threads:
 - the main thread creates a run, starts and supervises its query
   (shared.worker.runner), reads `ending`, and ends its reports when Spark
   was lost under it;
-- the thread Spark calls a foreachBatch function on (shared.exactly_once)
+- the thread Spark calls a foreachBatch function on (shared.worker.exactly_once)
   calls `abandon`, `end`, `report` and `pace` while a batch runs;
 - Spark's listener thread calls BatchListener's methods after each batch,
   and as the query terminates;

@@ -8,6 +8,7 @@ query run after another, each step chosen by shared.worker.lifecycle.
 """
 
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -15,25 +16,29 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import ExitStack
+from typing import Any
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from shared import background
 from shared import config as config_module
 from shared import spark as spark_module
-from shared.batch_size import BatchSize, cold_batch
 from shared.launch import Launch, Launched, begin
 from shared.logs import log
 from shared.migrations import migrate
 from shared.offsets import Offsets
 from shared.outages import StopRequested
 from shared.worker import errors, search
+from shared.worker.batch_size import BatchSize, cold_batch
 from shared.worker.driver import Driver
+from shared.worker.exactly_once import foreach_batch
 from shared.worker.group_member import WAITING_POLL_S, GroupMember
 from shared.worker.lifecycle import BackOff, Ended, History, NewSession, Resume, RunEnded, Scan, Search, Stop, next_step
 from shared.worker.progress import GroupProgress, PostgresProgress, engine_for, starting_offsets
 from shared.worker.query_run import BETWEEN_TRIGGERS, BatchListener, QueryRun, Runs, stop_gracefully
+from shared.worker.sinks import KafkaSink, PostgresSink
 from shared.worker.spec import Context, Worker
 
 
@@ -52,8 +57,8 @@ def run(worker: Worker, launched: Launched | None = None) -> None:
             # processor's stream through Spark, from Kafka to Kafka.
             budget = config.spark.max_bytes_per_trigger if worker.progress == "postgres" else None
             context = Context(config, progress, BatchSize(records, budget), stop_requested)
-            if worker.setup:
-                worker.setup(context)
+            if isinstance(worker.sink, PostgresSink):
+                worker.sink.open(context)
             driver.add_listener(BatchListener(worker.name, runs, member))
             log("start", app=worker.name, topic=member.topic, group=member.group_id)
             Supervisor(worker, driver, member, context, runs, warming).run()
@@ -117,6 +122,30 @@ def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_re
         member.close()
         raise
     return member, progress
+
+
+def start_query(worker: Worker, context: Context, run: QueryRun, source: DataFrame,
+                checkpoint: str) -> StreamingQuery:
+    """`worker`'s query for `run`: its topology over `source` (the records of
+    this copy's partitions) into its sink, checkpointed in the folder
+    `checkpoint`, on its sink's trigger (a run of one batch never begins a
+    second). Called on the main thread, once per query run."""
+    # New for every query run: a run's records reach each partition of a
+    # Kafka sink in increasing order, and a re-sent batch always comes in a
+    # new run (a failed task fails its query: see shared.spark).
+    run_bits = secrets.randbits(31)
+    topology, sink = worker.topology, worker.sink
+    if isinstance(sink, KafkaSink):
+        records = topology(source, run_bits) if topology else source
+        return spark_module.kafka_sink(records, context.kafka, sink.topic, checkpoint, run.trigger(sink.trigger))
+
+    def summarize(batch: DataFrame, records: int) -> Any:
+        return sink.summarize(topology(batch, run_bits) if topology else batch, records)
+
+    write_batch = foreach_batch(context.postgres, context.batch_size, run, checkpoint, summarize, sink.write,
+                                sink.after_commit, sink.phase_s)
+    return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=run.trigger(sink.trigger))
+            .option("checkpointLocation", checkpoint).start())
 
 
 def _close_when_joined(joining: "Future[tuple[GroupMember, GroupProgress | PostgresProgress]]") -> None:
@@ -252,7 +281,7 @@ class Supervisor:
         """One query run from `starting`, `records` a batch, until it ends
         (or, given `until` = (partition, offset), stored what is before that
         offset; or, with `one_batch`, its one trigger is over: it then ends
-        RESIZED, its query started with ONE_BATCH_TRIGGER).
+        FIRST_BATCH, its query started with ONE_BATCH_TRIGGER).
         Returns the run and the error the query failed with, if any."""
         worker = self.worker
         query_run = QueryRun(worker.name, starting, one_batch)
@@ -260,7 +289,7 @@ class Supervisor:
                                            records, worker.read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:
             self.runs.start(query_run, self.member,
-                            lambda: worker.start_query(self.context, query_run, source, checkpoint))
+                            lambda: start_query(worker, self.context, query_run, source, checkpoint))
             error = self.supervise(query_run, until)
         if self.driver.lost():
             query_run.reports_ended()
@@ -289,7 +318,7 @@ class Supervisor:
             if self.driver.lost():
                 query_run.end(Ended.SPARK_LOST)  # its batch will never finish: the new session's run reads it again
         if one_batch and query_run.ending is None and reached_its_end():
-            query_run.end(Ended.RESIZED)  # the next run reads full batches
+            query_run.end(Ended.FIRST_BATCH)  # the next run reads full batches
             if query_run.stored_a_batch():
                 # Committed now, not after the query's stop: a cold start's
                 # first progress, as a lag alarm sees it.
@@ -309,7 +338,7 @@ class Supervisor:
         if lost := self.driver.lost():  # a batch failed by a cluster's outage is not a record's failure
             return RunEnded(Ended.SPARK_LOST, query_run.stored_a_batch(), error=lost)
         ending = query_run.ending
-        if ending in (Ended.STOPPED, Ended.REVOKED, Ended.RESIZED):
+        if ending in (Ended.STOPPED, Ended.REVOKED, Ended.RESIZED, Ended.FIRST_BATCH):
             return RunEnded(ending)
         return errors.failed(query_run.error or error, query_run.stored_a_batch())
 

@@ -1,21 +1,21 @@
-"""How a service declares a worker (`Worker`), and what its code is given (`Context`)."""
+"""How a service declares a worker (`Worker`: its topic, topology and sink),
+and what its sink is given (`Context`)."""
 
 import threading
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
 
-from shared.batch_size import BatchSize
 from shared.config import Config, KafkaConfig
+from shared.worker.batch_size import BatchSize
 from shared.worker.progress import GroupProgress, PostgresProgress
-from shared.worker.query_run import QueryRun
+from shared.worker.sinks import KafkaSink, PostgresSink
 
 
 @dataclass(frozen=True)
 class Context:
-    """What a worker's own code gets, once per process."""
+    """What a worker's sink gets, once per process (PostgresSink.open)."""
 
     config: Config
     progress: GroupProgress | PostgresProgress
@@ -29,23 +29,20 @@ class Context:
 
     @property
     def postgres(self) -> PostgresProgress:
-        """The progress of a worker declared with progress="postgres"."""
+        """The progress of a worker whose sink is a PostgresSink: its engine,
+        consumer and topic, and `read` (a query retried through an outage)."""
         assert isinstance(self.progress, PostgresProgress)
         return self.progress
 
 
-class StartQuery(Protocol):
-    def __call__(self, context: Context, run: QueryRun, source: DataFrame, checkpoint: str) -> StreamingQuery:
-        """Start the worker's query for `run` on `source` (the Kafka records of
-        this copy's partitions), checkpointed in the folder `checkpoint`,
-        triggered by `run.trigger(its steady trigger)` (a run of one batch
-        must not begin a second). Called on the main thread, once per query run."""
-
-
-class Setup(Protocol):
-    def __call__(self, context: Context) -> None:
-        """Once per process, on the main thread, before the first query:
-        threads a worker runs beside its queries start here."""
+class Topology(Protocol):
+    def __call__(self, records: DataFrame, run: int, /) -> DataFrame:
+        """The worker's records -> what its sink takes: Spark SQL functions
+        only, a pure function of its arguments. `records` has the Kafka
+        source's columns (key, value, topic, partition, offset, timestamp,
+        timestampType, and headers if the worker reads them). `run`: 31
+        random bits, new for each query run, for a topology that tags what it
+        writes so a re-sent batch can be told apart (the text processor); most ignore it."""
 
 
 class WarmUp(Protocol):
@@ -60,19 +57,25 @@ class WarmUp(Protocol):
 
 @dataclass(frozen=True)
 class Worker:
-    """A worker, declared once (services/workers.py lists them all)."""
+    """A worker, declared once (services/workers.py lists them all): its
+    input topic's records, through its topology, into its sink."""
 
     name: str  # its app name: consumer group `<prefix><name>-app`
     topic: str  # its input topic, without the prefix
-    batch_records: int  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
-    start_query: StartQuery
-    # Where its progress lives: the group's committed offsets, or Postgres
-    # beside its results (its batches then write there exactly once, and
-    # their bytes are measured against MAX_BYTES_PER_TRIGGER).
-    progress: Literal["group", "postgres"] = "group"
-    read_headers: bool = False  # its source has the records' `headers` column
-    setup: Setup | None = None
+    sink: KafkaSink | PostgresSink[Any]
+    # Applied to the stream for a KafkaSink; to each batch, before its
+    # summary, for a PostgresSink (whose batches are measured as read).
+    topology: Topology | None = None
+    batch_records: int = 100_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
+    read_headers: bool = False  # its records have the `headers` column
     warm_up: WarmUp | None = None
+
+    @property
+    def progress(self) -> Literal["group", "postgres"]:
+        """Where its progress lives: the group's committed offsets, or
+        Postgres beside its results (its batches' bytes are then measured
+        against MAX_BYTES_PER_TRIGGER)."""
+        return "postgres" if isinstance(self.sink, PostgresSink) else "group"
 
     @property
     def module(self) -> str:

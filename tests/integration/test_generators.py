@@ -16,7 +16,7 @@ def run_generator(stack, prefix, module, *args):
 def test_textlines_generator_streams_a_file_once(stack, prefix, tmp_path):
     text = tmp_path / "moby.txt"
     text.write_text("Call me Ishmael.\nSome years ago—never mind how long\n\nprecisely…\n")
-    done = run_generator(stack, prefix, "services.text_processor.generate", "--file", str(text),
+    done = run_generator(stack, prefix, "devstack.textlines", "--file", str(text),
                          "--rate", "0")
     records = read_all(stack, prefix + "textlines", 4)
     assert sorted(r.value.decode() for r in records) == sorted(
@@ -25,7 +25,7 @@ def test_textlines_generator_streams_a_file_once(stack, prefix, tmp_path):
 
 
 def test_textlines_generator_makes_up_sentences_at_a_rate(stack, prefix):
-    done = run_generator(stack, prefix, "services.text_processor.generate",
+    done = run_generator(stack, prefix, "devstack.textlines",
                          "--count", "30", "--rate", "20")
     records = read_all(stack, prefix + "textlines", 30)
     assert len(records) == 30 and all(r.value.strip() for r in records)
@@ -33,7 +33,7 @@ def test_textlines_generator_makes_up_sentences_at_a_rate(stack, prefix):
 
 
 def test_loglines_generator_uses_the_given_users_and_failure_probability(stack, prefix):
-    run_generator(stack, prefix, "services.anomaly_detector.generate", "--count", "400",
+    run_generator(stack, prefix, "devstack.loglines", "--count", "400",
                   "--rate", "0", "--user", "alice", "--user", "bob", "--failure-probability", "0.25")
     lines = [r.value.decode() for r in read_all(stack, prefix + "loglines", 400)]
     assert len(lines) == 400

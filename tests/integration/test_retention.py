@@ -7,6 +7,8 @@ import threading
 from sqlalchemy import text
 
 from devstack.postgres import postgres_url, query
+from services.aggregator import worker as aggregator
+from services.anomaly_detector import worker as anomaly_detector
 from services.anomaly_detector.alerts import payload
 from services.anomaly_detector.channels import ChannelDelivery, PagerDuty
 from shared import retention
@@ -32,7 +34,8 @@ def test_counts_past_the_retention_are_deleted_a_few_thousand_at_a_time(database
             UNION ALL
             SELECT now() - interval '30 minutes', now(), 'kept' || n, 1 FROM generate_series(1, 10) n"""),
             {"old": old_rows})
-    cleaner = retention.Retention(engine, {"windowed_counts": retention.WINDOWED_COUNTS}, 1, threading.Event())
+    counts = {"windowed_counts": aggregator.RETENTION["windowed_counts"]}
+    cleaner = retention.Retention(engine, counts, 1, threading.Event())
     assert cleaner.delete_old_rows() == {"windowed_counts": old_rows}
     engine.dispose()
     assert query(database_url, "SELECT count(*) FROM windowed_counts WHERE word LIKE 'kept%'") == [(10,)]
@@ -62,7 +65,7 @@ def test_published_alerts_past_the_retention_are_deleted_and_never_delivered(dat
         ChannelDelivery(engine, [PagerDuty("key", pager.url)], 1, threading.Event()).deliver_due()
     finally:
         pager.stop()
-    cleaner = retention.Retention(engine, {"alert_outbox": retention.ALERT_OUTBOX}, 1, threading.Event())
+    cleaner = retention.Retention(engine, anomaly_detector.RETENTION, 1, threading.Event())
     assert cleaner.delete_old_rows() == {"alert_outbox": 1}
     engine.dispose()
     assert [e["payload"]["custom_details"]["user"] for e in pager.events] == ["new"]

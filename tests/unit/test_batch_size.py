@@ -1,8 +1,8 @@
-"""How the foreachBatch workers size their micro-batches (shared.batch_size)."""
+"""How the foreachBatch workers size their micro-batches (shared.worker.batch_size)."""
 
 from services.aggregator.topology import MAX_COPY_LINE_BYTES
 from services.aggregator.worker import AGGREGATOR, COPY_PART_BYTES
-from shared.batch_size import BatchSize, cold_batch
+from shared.worker.batch_size import BatchSize, cold_batch
 
 
 def test_a_batch_over_the_budget_makes_the_next_ones_fit_it():

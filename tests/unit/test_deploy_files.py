@@ -160,11 +160,12 @@ def test_heroku_setup_on_a_dedicated_plan_leaves_consumer_groups_to_kafka(tmp_pa
     assert sum(call.startswith("kafka:topics:create") for call in calls) == len(TOPICS)
 
 
-def test_the_runtime_needs_no_dev_tool_and_no_test_module_imports_another():
-    def imports(path, packages):
-        return re.findall(rf"^\s*(?:from|import) ((?:{packages})\b[\w.]*)", path.read_text(), re.MULTILINE)
+def imports(path, packages):
+    return re.findall(rf"^\s*(?:from|import) ((?:{packages})\b[\w.]*)", path.read_text(), re.MULTILINE)
 
-    for path in [*ROOT.glob("shared/*.py"), *ROOT.glob("services/**/*.py")]:
+
+def test_the_runtime_needs_no_dev_tool_and_no_test_module_imports_another():
+    for path in [*ROOT.glob("shared/**/*.py"), *ROOT.glob("services/**/*.py")]:
         assert imports(path, "devstack|tests|benchmarks") == [], path  # .slugignore leaves those out
     for path in ROOT.glob("tests/test_*.py"):
         assert imports(path, r"tests\.test_\w+") == [], path
@@ -277,3 +278,11 @@ def test_the_slugs_java_takes_the_compiler_directives_and_keeps_c2_off_what_they
     assert "org/apache/spark/sql/catalyst/analysis/*.*" in directive
     assert "Exclude:true" in directive.split("c2 directives:")[1]
     assert "Exclude:true" not in directive.split("c2 directives:")[0], "C1 compiles what it names"
+
+
+def test_a_service_uses_only_the_workers_public_api():
+    """shared.worker's own modules are the framework's: a service imports
+    shared.worker alone, and the framework builds its queries."""
+    for path in ROOT.glob("services/**/*.py"):
+        assert imports(path, r"shared\.worker\.\w+") == [], path
+        assert "writeStream" not in path.read_text(), path

@@ -40,10 +40,10 @@ def test_a_stop_ends_the_loop_whatever_ended_the_run_or_interrupted():
     assert next_step(SearchEnded(POISON, skipped=False, stopped=True), History(3))[0] == Stop()
 
 
-def test_a_rebalance_or_a_new_batch_size_resumes_at_once_and_keeps_the_failure_count():
+def test_a_rebalance_a_new_batch_size_or_a_cold_first_batch_resumes_at_once_and_keeps_the_failure_count():
     """e2e: copies joining and leaving during batches hand partitions over
     without a gap; a batch over the byte budget restarts its run smaller."""
-    for ended in (Ended.REVOKED, Ended.RESIZED):
+    for ended in (Ended.REVOKED, Ended.RESIZED, Ended.FIRST_BATCH):
         assert next_step(RunEnded(ended), History(2)) == (Resume(), History(2))
 
 

@@ -11,10 +11,10 @@ import pytest
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
-from shared.batch_size import BatchSize
 from shared.config import load
 from shared.launch import Launch, Launched
-from shared.worker import Worker, query_run, runner
+from shared.worker import KafkaSink, Worker, query_run, runner
+from shared.worker.batch_size import BatchSize
 from shared.worker.lifecycle import Ended
 from shared.worker.query_run import STOP_SECONDS_AT_MOST, BatchListener, JsonReports, QueryRun, Runs, stop_now
 
@@ -134,8 +134,8 @@ def test_a_cold_run_whose_stop_cut_its_next_batch_short_is_followed_by_full_batc
     member = SimpleNamespace(topic=TOPIC, wait_for_partitions=lambda: next(partitions),
                              offset_ranges=lambda starting: {0: (0, 10_000), 1: (0, 10_000_000)})
     context = SimpleNamespace(kafka=None, batch_size=BatchSize(200_000, None), stop_requested=threading.Event())
-    supervisor = runner.Supervisor(Worker(name="echo", topic="textlines", batch_records=200_000, start_query=None),
-                                   SimpleNamespace(lost=lambda: None), member, context, Runs(), None)
+    worker = Worker(name="echo", topic="textlines", sink=KafkaSink("words"), batch_records=200_000)
+    supervisor = runner.Supervisor(worker, SimpleNamespace(lost=lambda: None), member, context, Runs(), None)
     read = []
 
     def run_query(starting, records, one_batch=False):
@@ -146,7 +146,7 @@ def test_a_cold_run_whose_stop_cut_its_next_batch_short_is_followed_by_full_batc
                    progress(RUN_A, 1, {partition: records}, {partition: 2 * records}, rows=records)]
         run.query = SimpleNamespace(lastProgress=batches[-1], recentProgress=batches)
         run.abandon(1)
-        run.end(Ended.RESIZED if one_batch else Ended.STOPPED)
+        run.end(Ended.FIRST_BATCH if one_batch else Ended.STOPPED)
         return run, None
     supervisor.resume_from, supervisor.run_query = lambda partitions: {0: 0, 1: 0}, run_query
     supervisor.run()
@@ -259,7 +259,7 @@ def test_an_unexpected_error_still_stops_spark_and_leaves_the_group_at_once(monk
     driver = SimpleNamespace(session=None, add_listener=add_listener, stop=stopped.set)
     monkeypatch.setattr(runner, "Driver", lambda *args: driver)
     monkeypatch.setattr(runner, "join_group", lambda *args: (member, None))
-    worker = Worker(name="echo", topic="textlines", batch_records=10, start_query=lambda *args: None)
+    worker = Worker(name="echo", topic="textlines", sink=KafkaSink("words"), batch_records=10)
     with pytest.raises(RuntimeError, match="a bug"):
         launched = Launched(Launch("echo", needs_database=False), load({"KAFKA_URL": "kafka://127.0.0.1:1"}), Future(),
                             threading.Event())

@@ -1,12 +1,12 @@
 """Stream lines of text to `textlines`: those of a file, or made-up sentences.
 
-    python -m services.text_processor.generate [--file F] [--rate N] [--count N]
+    python -m devstack.textlines [--file F] [--rate N] [--count N]
 """
 
 import random
 from collections.abc import Iterator
 
-from shared.generator import arguments, stream
+from devstack.generator import arguments, stream
 
 VOCABULARY = (
     "the quick brown fox jumps over lazy dog stream spark kafka heroku dyno "

@@ -15,10 +15,10 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 from sqlalchemy import Connection
 
-from shared.batch_size import BatchSize, measurement, observed
 from shared.logs import log
 from shared.offsets import batch_ranges
 from shared.outages import StopRequested
+from shared.worker.batch_size import BatchSize, measurement, observed
 from shared.worker.lifecycle import Ended
 from shared.worker.progress import PostgresProgress, StaleBatchError
 from shared.worker.query_run import QueryRun
@@ -27,22 +27,16 @@ A = TypeVar("A")
 
 
 def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryRun, checkpoint: str,
-                  aggregate: Callable[[DataFrame, int], A], write: Callable[[Connection, A], dict[str, Any]],
-                  after_commit: Callable[[], None] | None = None,
-                  phase_s: float | None = None) -> Callable[[DataFrame, int], None]:
+                  summarize: Callable[[DataFrame, int], A], write: Callable[[Connection, A], dict[str, Any]],
+                  after_commit: Callable[[], None], phase_s: float | None) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function for `run`'s query, checkpointed in
-    `checkpoint`: `aggregate(batch, records)` in Spark (`records`: how many
-    the batch holds at most, its offsets' span), then `write(connection,
-    aggregated)` in the transaction that stores the offsets. `write` returns
-    fields for the batch's log line (rows_out among them); `after_commit()`
-    runs once that transaction is committed; given `phase_s`, the batch
-    then holds on until the next may begin that far past a second
-    (`QueryRun.pace`). What `aggregate` caches
-    (persist) lives until then, or until the next batch begins if this one
-    failed: nothing else of the process is cached. All three run on the
-    thread Spark calls the foreachBatch function on, while the micro-batch is
-    running; they may block (a Postgres outage waits here), and the query
-    waits with them.
+    `checkpoint`, that calls a PostgresSink's hooks as its class documents
+    them (shared.worker.sinks): `summarize(batch, records)`, then
+    `write(connection, summary)` in the transaction that stores the
+    offsets, then `after_commit()`; given `phase_s`, the batch then holds
+    on until the next may begin that far past a second (`QueryRun.pace`).
+    What `summarize` caches (persist) lives until the commit, or until the
+    next batch begins if this one failed: nothing else of the process is cached.
 
     A batch that cannot finish for an expected reason is abandoned: nothing
     of it is stored, and the run ends (`run.end`), so the next run begins it
@@ -64,9 +58,9 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
         try:
             batch.sparkSession.catalog.clearCache()
             batch, observation = observed(batch)
-            rows = aggregate(batch, sum(end - first for first, end in ranges.values()))
+            summary = summarize(batch, sum(end - first for first, end in ranges.values()))
             storing = time.monotonic()
-            fields = progress.commit(ranges, lambda connection: write(connection, rows))
+            fields = progress.commit(ranges, lambda connection: write(connection, summary))
         except StopRequested:
             run.abandon(batch_id)
             run.end(Ended.STOPPED)
@@ -79,12 +73,11 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
         # The batch is stored: its line and what follows it come before Spark
         # is asked to do anything again, which a context stopped under the
         # batch now (a cluster's outage) would fail. (The observation was
-        # filled by `aggregate`'s first action: reading it runs no job.)
+        # filled by `summarize`'s first action: reading it runs no job.)
         size = measurement(observation)
         measured = {"rows_in": size[0], "bytes_in": size[1]} if size else {}
         run.report(batch_id, **{"postgres_ms": int((time.monotonic() - storing) * 1000), **measured, **fields})
-        if after_commit:
-            after_commit()
+        after_commit()
         if size and batch_size.measured(*size):
             run.end(Ended.RESIZED)
         batch.sparkSession.catalog.clearCache()

@@ -1,6 +1,6 @@
 """Stream log lines in the original example's format to `loglines`.
 
-    python -m services.anomaly_detector.generate [--rate N] [--count N]
+    python -m devstack.loglines [--rate N] [--count N]
         [--failure-probability P] [--users N | --user NAME ...]
 
 user_id: alice | timestamp: 2026-11-20T10:00:00Z | ip_address: 10.0.3.7 | action: login failed | message: ...
@@ -10,7 +10,7 @@ import datetime
 import random
 from collections.abc import Iterator
 
-from shared.generator import arguments, stream
+from devstack.generator import arguments, stream
 
 ACTIONS = ("login succeeded", "logout", "password changed", "page viewed")
 

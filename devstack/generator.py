@@ -1,5 +1,5 @@
 """Stream lines to a topic at a chosen rate, showing progress: the loop the
-services' generators share (demos, `make run`, benchmarks)."""
+generators share (textlines.py, loglines.py: demos, `make run`, benchmarks)."""
 
 import argparse
 import itertools
