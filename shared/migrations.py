@@ -8,6 +8,8 @@ Add steps at the end; never edit one that has shipped.
     python -m shared.migrations      (the Procfile's `release`)
 """
 
+from collections.abc import Sequence
+
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import OperationalError
 
@@ -22,7 +24,10 @@ FILL_WINDOW_TOTALS = """
     INSERT INTO window_totals
     SELECT window_start, sum(count) FROM windowed_counts GROUP BY window_start"""
 
-STEPS = [
+# (name, SQL): each applied once, in order; names are unique across the project.
+Steps = Sequence[tuple[str, str]]
+
+STEPS: Steps = [
     ("kafka_offsets", """
         CREATE TABLE kafka_offsets (
             consumer    text   NOT NULL,
@@ -112,12 +117,13 @@ TLS_REFUSALS = {
 }
 
 
-def migrate(engine: Engine) -> list[str]:
-    """Apply the steps not applied yet. The first thing every process does
-    with Postgres: a server that refuses TLS ends it here (ConfigError),
-    whatever the caller retries."""
+def migrate(engine: Engine, own_steps: Steps = ()) -> list[str]:
+    """Apply the steps not applied yet: STEPS, then `own_steps` (a worker's
+    own, from its declaration: spec.Worker.migrations). The first thing
+    every process does with Postgres: a server that refuses TLS ends it
+    here (ConfigError), whatever the caller retries."""
     try:
-        return _migrate(engine)
+        return _migrate(engine, [*STEPS, *own_steps])
     except OperationalError as error:
         for said, problem in TLS_REFUSALS.items():
             if said in str(error.orig):
@@ -125,9 +131,9 @@ def migrate(engine: Engine) -> list[str]:
         raise
 
 
-def _migrate(engine: Engine) -> list[str]:
+def _migrate(engine: Engine, steps: Steps) -> list[str]:
     applied = []
-    for name, statement in STEPS:
+    for name, statement in steps:
         with engine.begin() as connection:
             connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": LOCK_ID})
             connection.execute(text(

@@ -112,7 +112,7 @@ def join_group(worker: Worker, config: config_module.Config, runs: Runs, stop_re
         # the worker at start even while Kafka is down.
         engine = engine_for(config.database_url)
         postgres = PostgresProgress(engine, kafka.group_id(worker.name), kafka.topic(worker.topic), stop_requested)
-        postgres.retrying(lambda: migrate(engine))
+        postgres.retrying(lambda: migrate(engine, worker.migrations))
     member = GroupMember(kafka, worker.name, worker.topic, stop_requested, on_revoke=runs.revoke)
     try:
         progress: GroupProgress | PostgresProgress = postgres or GroupProgress(member)

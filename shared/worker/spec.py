@@ -69,6 +69,10 @@ class Worker:
     batch_records: int = 100_000  # a micro-batch's records unless MAX_OFFSETS_PER_TRIGGER says
     read_headers: bool = False  # its records have the `headers` column
     warm_up: WarmUp | None = None
+    # Its own tables: (name, SQL) steps applied once each, in order, after
+    # the project's (shared.migrations), as it starts. Name each after what
+    # it makes: the names share one table with every other worker's.
+    migrations: tuple[tuple[str, str], ...] = ()
 
     @property
     def progress(self) -> Literal["group", "postgres"]:

@@ -55,3 +55,12 @@ def test_window_totals_begin_with_the_counts_stored_before_them(database_url, mo
     engine.dispose()
     totals = query(database_url, "SELECT extract(epoch FROM window_start)::int, words FROM window_totals")
     assert sorted(map(tuple, totals)) == [(10, 5), (20, 7)]
+
+
+def test_a_workers_own_steps_follow_the_projects_once(database_url):
+    engine = create_engine(postgres_url(database_url))
+    own = [("a_table", "CREATE TABLE a_table (n int)")]
+    assert migrate(engine, own) == [*(name for name, _ in STEPS), "a_table"]
+    assert migrate(engine, own) == []
+    engine.dispose()
+    assert query(database_url, "SELECT count(*) FROM a_table") == [(0,)]
