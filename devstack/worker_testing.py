@@ -44,13 +44,13 @@ from devstack.kafka_io import end_offsets, produce
 from devstack.local_stack import wait_until
 from devstack.postgres import postgres_url
 from shared.config import load
+from shared.migrations import migrate
 from shared.spark import kafka_stream
 from shared.worker import Context, PostgresSink, Worker
-from shared.worker.batch_size import BatchSize
 from shared.worker.lifecycle import Ended
 from shared.worker.progress import PostgresProgress, engine_for, starting_offsets
 from shared.worker.query_run import QueryRun, stop_now
-from shared.worker.runner import start_query
+from shared.worker.runner import batch_size, start_query
 
 
 class Step(Enum):
@@ -79,10 +79,8 @@ class Harness:
         """`worker` runs on `stack`'s broker (its topics made with `prefix`)
         and the Postgres at `database_url`, migrated; `environment` adds
         variables to the worker's configuration."""
-        from shared.migrations import migrate  # the release step, as on Heroku
-
         assert isinstance(worker.sink, PostgresSink), "the harness runs a PostgresSink's batches"
-        self.worker, self.spark, self.stack, self.prefix = worker, spark, stack, prefix
+        self.worker, self.spark, self.stack = worker, spark, stack
         self.config = load({**stack.environment(prefix), "DATABASE_URL": database_url, "RETENTION_HOURS": "0",
                             **(environment or {})})
         assert self.config.kafka is not None
@@ -93,11 +91,10 @@ class Harness:
         self.stop_requested = threading.Event()
         self.progress = PostgresProgress(self.engine, self.kafka.group_id(worker.name),
                                          self.kafka.topic(worker.topic), self.stop_requested)
-        # Sized as the framework sizes a Postgres worker's batches (shared.worker.runner.run).
-        batch_size = BatchSize(self.config.spark.max_offsets_per_trigger or worker.batch_records,
-                               self.config.spark.max_bytes_per_trigger)
-        self.context = Context(self.config, self.progress, batch_size, self.stop_requested)
-        self._at: dict[Step, Callable[[], object]] = {}  # what happens at a step of the next batch with records
+        self.context = Context(self.config, self.progress, batch_size(worker, self.config), self.stop_requested)
+        # What the next run does at a step of its first batch with records.
+        self._crash: Step | None = None
+        self._meanwhile: dict[Step, Callable[[], object]] = {}
         self._sink: _Crashing = _Crashing(worker.sink, self)
         self._sink.open(self.context)
 
@@ -113,11 +110,7 @@ class Harness:
         `meanwhile`: (a step, something done there in its first batch), such
         as another copy's whole run (`other.run`) between this batch's
         summary and its transaction."""
-        self._at = {}
-        if crash is not None:
-            self._at[crash] = lambda: _raise(Crashed(crash.value))
-        if meanwhile is not None:
-            self._at[meanwhile[0]] = meanwhile[1]
+        self._crash, self._meanwhile = crash, dict([meanwhile] if meanwhile else [])
         worker = dataclasses.replace(self.worker, sink=self._sink)
         ends = end_offsets(self.stack, self.kafka.topic(worker.topic))
         run = QueryRun(worker.name, starting_offsets(tuple(sorted(ends)), self.progress))
@@ -145,12 +138,11 @@ class Harness:
 
     def reached(self, step: Step) -> None:
         """A batch reached `step`: what the run does there, once."""
-        if (then := self._at.pop(step, None)) is not None:
+        if (then := self._meanwhile.pop(step, None)) is not None:
             then()
-
-
-def _raise(error: Exception) -> None:
-    raise error
+        if self._crash is step:
+            self._crash = None
+            raise Crashed(step.value)
 
 
 class _Crashing(PostgresSink[Any]):

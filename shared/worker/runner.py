@@ -52,11 +52,7 @@ def run(worker: Worker, launched: Launched | None = None) -> None:
     with ExitStack() as resources:  # released last in, first out
         try:
             driver, member, progress, warming = start(worker, launched, runs, resources)
-            records = config.spark.max_offsets_per_trigger or worker.batch_records
-            # A Postgres worker measures the bytes of its batches; the text
-            # processor's stream through Spark, from Kafka to Kafka.
-            budget = config.spark.max_bytes_per_trigger if worker.progress == "postgres" else None
-            context = Context(config, progress, BatchSize(records, budget), stop_requested)
+            context = Context(config, progress, batch_size(worker, config), stop_requested)
             if isinstance(worker.sink, PostgresSink):
                 worker.sink.open(context)
             driver.add_listener(BatchListener(worker.name, runs, member))
@@ -65,6 +61,14 @@ def run(worker: Worker, launched: Launched | None = None) -> None:
         except StopRequested:  # asked for while a broker or Postgres was away
             pass
     log("stopped", app=worker.name)
+
+
+def batch_size(worker: Worker, config: config_module.Config) -> BatchSize:
+    """How many records `worker`'s batches read: MAX_OFFSETS_PER_TRIGGER or
+    its own number. A Postgres worker measures the bytes of its batches
+    against MAX_BYTES_PER_TRIGGER; a Kafka sink's stream through Spark."""
+    records = config.spark.max_offsets_per_trigger or worker.batch_records
+    return BatchSize(records, config.spark.max_bytes_per_trigger if worker.progress == "postgres" else None)
 
 
 def start(worker: Worker, launched: Launched, runs: Runs,
