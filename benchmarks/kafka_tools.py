@@ -2,7 +2,7 @@
 the same cores for its work: the cold_start backlog (400,000 lines, 4
 partitions) read by the console consumer, split into lower-cased words by
 `tr`, and written by the console producer, in one pipeline; the producer
-batches and compresses as the worker's does (shared.spark.PRODUCER_BATCHING).
+batches and compresses as the worker's does (shared.worker.spark_kafka.PRODUCER_BATCHING).
 `tr` splits at spaces and lower-cases ASCII only, less work than the
 worker's Unicode-aware tokens, and the words carry no header: a generous
 limit.
@@ -25,7 +25,7 @@ from benchmarks.harness import local_stack, report, spark_preload
 from devstack.kafka_io import end_offsets
 from devstack.local_stack import BROKER_JARS, wait_until
 from services.text_processor.worker import TEXT_PROCESSOR
-from shared.spark import PRODUCER_BATCHING
+from shared.worker.spark_kafka import PRODUCER_BATCHING
 
 LINES = int(400_000 * cold_start.SCALE)
 

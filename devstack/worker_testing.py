@@ -45,12 +45,12 @@ from devstack.local_stack import wait_until
 from devstack.postgres import postgres_url
 from shared.config import load
 from shared.migrations import migrate
-from shared.spark import kafka_stream
 from shared.worker import Context, PostgresSink, Worker
 from shared.worker.lifecycle import Ended
 from shared.worker.progress import PostgresProgress, engine_for, starting_offsets
 from shared.worker.query_run import QueryRun, stop_now
 from shared.worker.runner import batch_size, start_query
+from shared.worker.spark_kafka import kafka_stream
 
 
 class Step(Enum):

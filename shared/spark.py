@@ -1,25 +1,25 @@
 """Spark for a dyno: one local JVM, sized from the configuration
 (shared.config.SparkConfig: SPARK_MASTER, SPARK_DRIVER_MEMORY,
 SPARK_SHUFFLE_PARTITIONS); or a driver of a Spark cluster (SPARK_EXECUTOR_*,
-SPARK_CORES_MAX, SPARK_AUTHENTICATE_SECRET)."""
+SPARK_CORES_MAX, SPARK_AUTHENTICATE_SECRET).
 
-import json
+The driver JVM's own options are shared.jvm_options; Spark's Kafka source
+and sink, shared.worker.spark_kafka."""
+
 import os
 import sys
 from concurrent.futures import Future
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import Any
 
 import pyspark
-from py4j.java_gateway import JavaClass, JavaGateway, JavaMember, JavaPackage, JVMView
+from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf, SparkContext
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql import SparkSession
 
-from shared.config import MIN_SPARK_MEMORY_MB, KafkaConfig, SparkConfig
+from shared.config import KafkaConfig, SparkConfig
 from shared.driver_launch import start_gateway
+from shared.jvm_options import JVM_MEMORY_OPTIONS, DriverJvm, driver_memory
+from shared.py4j_names import remember_jvm_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CONNECTOR_JARS = ROOT / "jars" / "spark-connector"
@@ -31,11 +31,6 @@ CLASS_ARCHIVE = "worker-classes.jsa"
 # PEM options of the Kafka client and the executors' PEM variables (on a
 # cluster) carry the TLS key and certificates.
 REDACTED = r"(?i)secret|password|token|access[.]?key|ssl\.keystore\.|ssl\.truststore\.certificates|SPARK_KAFKA_"
-
-
-# Where a dyno (or a container) finds its memory limit: cgroup v1, then v2.
-CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max")
-NO_LIMIT_BYTES = 2**40  # cgroup v1 reports "unlimited" as about 2**63
 STOP_TIMEOUT_MS = 4_000  # of a streaming query's stop
 # A query's checkpoint files, written through Hadoop's FileSystem API. Spark's
 # default goes through FileContext, which on a local disk (Hadoop's native
@@ -43,64 +38,6 @@ STOP_TIMEOUT_MS = 4_000  # of a streaming query's stop
 # writes or renames: some 25 processes of a JVM's size a micro-batch, about
 # half of an empty batch's time (docs/decisions/checkpoint-files.md).
 CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-# A driver's JVM beside its maximum heap (SPARK_DRIVER_MEMORY), sized so that
-# a worker stays flat within a standard-2x dyno all day (docs/operations.md,
-# "Sizing and scaling"). The heap starts small (its young generation and
-# 64 MB of old) and grows as it needs: the JVM's own default start is a 64th
-# of the memory it sees (on a dyno maybe its host's), and every page of a
-# young generation is touched as it cycles. The JIT's compiled code stops at
-# 64 MB instead of growing for hours toward 240.
-# Every 5 s the JVM hands back to the system what glibc's malloc holds freed
-# (JDK 17.0.9 and later): tens of MB of a worker's resident memory that no
-# JVM category accounts for. After a full collection the heap gives back what
-# is more than half free (70 % by default): without that, each growth of the
-# old generation stayed, and a worker's resident memory rose in steps.
-JVM_MEMORY_OPTIONS = ("-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000", "-XX:MaxHeapFreeRatio=50")
-INITIAL_OLD_GENERATION_MB = 64
-YOUNG_GENERATION_MB = 64
-
-
-# C2 compiles a method once it ran ten times as often as HotSpot's default
-# asks: a cold start's first seconds compiled hundreds of methods with C2
-# that the first batches ran a few times (the start's own code), on the same
-# 2 cores as those batches; the records' code, run millions of times, still
-# reaches C2 within seconds (docs/decisions/jit.md, "C2 ten times later,
-# with the records' code only").
-C2_LATER = ("-XX:Tier4InvocationThreshold=50000", "-XX:Tier4MinInvocationThreshold=6000",
-            "-XX:Tier4CompileThreshold=150000", "-XX:Tier4BackEdgeThreshold=400000")
-
-
-class Jit(Enum):
-    """How a driver's JVM compiles its hot code: HotSpot's C1 compiles at
-    once, its C2 later and better (docs/decisions/jit.md)."""
-
-    # C1, then C2 for the hottest code: the fastest code once warm.
-    TIERED = C2_LATER
-    # Tiered, but C2 leaves the code Spark runs per batch rather than per
-    # record (its planning, scheduling and task serialization:
-    # jit-directives.json) to C1: a third of C2's compiling went to that
-    # code, on the same 2 cores as the batches.
-    TIERED_RECORDS = (*C2_LATER, "-XX:+UnlockDiagnosticVMOptions",
-                      f"-XX:CompilerDirectivesFile={Path(__file__).with_name('jit-directives.json')}")
-    # C1 alone, every method compiled at once and without profiling.
-    C1_ONLY = ("-XX:TieredStopAtLevel=1",)
-
-
-@dataclass(frozen=True)
-class DriverJvm:
-    """What a worker asks of its driver's JVM (shared.launch.Launch.jvm, in its service's __main__)."""
-
-    # Its young generation: each page of it is resident once allocation has
-    # cycled through it, and a worker that allocates fast spends less time
-    # in collections (each stops every task) with more.
-    young_generation_mb: int = YOUNG_GENERATION_MB
-    # On 2 cores C2 compiles beside a cold start's first batches for their
-    # whole length: each worker's choice is measured (docs/decisions/jit.md).
-    jit: Jit = Jit.TIERED
-
-    def options(self) -> list[str]:
-        return [f"-Xms{self.young_generation_mb + INITIAL_OLD_GENERATION_MB}m", f"-Xmn{self.young_generation_mb}m",
-                *self.jit.value]
 
 
 # What Spark's status store keeps of past jobs, stages and SQL executions
@@ -109,26 +46,10 @@ class DriverJvm:
 RETAINED_HISTORY = "50"
 
 
-def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> str:
-    """SPARK_DRIVER_MEMORY, or half the dyno's memory, and at least Spark's
-    minimum (512m): the rest holds the JVM's own memory (classes, compiled
-    code, threads) and Python's (docs/operations.md, "Sizing and scaling")."""
-    if configured:
-        return configured
-    for path in limit_files:
-        try:
-            limit = int(Path(path).read_text().strip())
-        except (OSError, ValueError):  # absent, or "max" (cgroup v2's unlimited)
-            continue
-        if limit < NO_LIMIT_BYTES:
-            return f"{max(MIN_SPARK_MEMORY_MB, limit // 2 // 2**20)}m"
-    return f"{MIN_SPARK_MEMORY_MB}m"
-
-
 def session(app_name: str, kafka: KafkaConfig | None = None, config: SparkConfig | None = None,
             jvm: DriverJvm = DriverJvm(), launching: "Future[JavaGateway] | None" = None) -> SparkSession:
     """The process's SparkSession, on the JVM `launching` starts (launch_jvm
-    on a thread of its own: shared.launch) or one launched now. After the
+    on a thread of its own: shared.worker.launch) or one launched now. After the
     session was stopped, a new one in the same JVM."""
     if (running := SparkSession.getActiveSession()) is not None:
         return running
@@ -196,32 +117,6 @@ def pinned_jvm_thread(spark: SparkSession, name: str) -> int | None:
             continue
     return found[0] if len(found) == 1 else None
 
-
-def remember_jvm_names() -> None:
-    """Py4J asks the JVM anew each time Python names a class or a static
-    method (`jvm.PythonUtils.toSeq`: two calls before the call itself), and
-    the JVM tries a short name as a class in each package PySpark imports,
-    each miss a search of every jar on the class path. PySpark names some for
-    each Column and DataFrame function, that is for each micro-batch's plan.
-    A class or method a name stands for does not change while the JVM runs:
-    each is asked once per process (py4j/py4j#596 does the same, unreleased).
-    A package is asked again, as a later import may make its name a class."""
-    for kind in (JVMView, JavaPackage, JavaClass):
-        if not getattr(kind.__getattr__, "remembers", False):
-            kind.__getattr__ = _remembering(kind.__getattr__)
-
-
-def _remembering(look_up: Any) -> Any:
-    def __getattr__(self: Any, name: str) -> Any:
-        known = self.__dict__.setdefault("_known_names", {})
-        if name in known:
-            return known[name]
-        value = look_up(self, name)
-        if isinstance(value, (JavaClass, JavaMember)):  # not a package, nor a static field's value
-            known[name] = value
-        return value
-    __getattr__.remembers = True  # type: ignore[attr-defined]
-    return __getattr__
 
 
 def spark_home() -> Path:
@@ -341,96 +236,3 @@ def cluster_secrets(config: SparkConfig, kafka: KafkaConfig | None) -> dict[str,
     if config.authenticate_secret:
         secrets["spark.authenticate.secret"] = config.authenticate_secret
     return secrets
-
-
-def kafka_stream(spark: SparkSession, kafka: KafkaConfig, topic: str, app: str, starting_offsets: dict[int, int],
-                 batch_records: int, read_headers: bool, options: dict[str, str] | None = None) -> DataFrame:
-    """A streaming DataFrame over some partitions of `<prefix><topic>`, read as
-    group `<prefix><app>-app`.
-
-    `starting_offsets` maps each partition to read to its next offset (-2:
-    earliest, -1: latest). Spark uses the group id only to name its consumers;
-    the group's membership and commits are the worker lifecycle's. `options`
-    add to these, or replace them.
-    """
-    return (
-        spark.readStream.format("kafka")
-        .options(**kafka.spark_kafka_options())
-        .option("assign", json.dumps({kafka.topic(topic): sorted(starting_offsets)}))
-        .option("kafka.group.id", kafka.group_id(app))
-        .option("startingOffsets", json.dumps({kafka.topic(topic): {
-            str(partition): offset for partition, offset in starting_offsets.items()}}))
-        .option("includeHeaders", str(read_headers).lower())  # 20 % slower when read
-        .option("failOnDataLoss", "false")
-        .option("maxOffsetsPerTrigger", str(batch_records))
-        .option("kafka.max.poll.records", "5000")  # 500 by default: reads are faster with more
-        # A read that reached the end of a partition leaves a fetch waiting at
-        # the broker for this long (500 ms by default), and the next batch's
-        # read waits behind it (docs/benchmarks.md).
-        .option("kafka.fetch.max.wait.ms", "5")
-        .options(**(options or {}))
-        .load()
-    )
-
-
-# One micro-batch sends many small records at once: batch them (fewer, larger
-# requests; lz4 also saves bandwidth against Heroku's produce quotas).
-PRODUCER_BATCHING = {
-    "kafka.linger.ms": "20",
-    "kafka.batch.size": "524288",
-    "kafka.compression.type": "lz4",
-}
-
-
-# A worker that keeps up starts a micro-batch at most once a second instead
-# of as soon as the last one ended: a batch costs CPU beyond its records
-# (planning, Spark jobs, checkpoint files, asking Kafka for offsets), and
-# workers starting batches back to back took every core of a dyno at any
-# rate, slowing each other's batches (docs/benchmarks.md, `latency`). On a
-# backlog a batch that took longer is followed at once.
-STEADY_TRIGGER_S = 1
-STEADY_TRIGGER = f"{STEADY_TRIGGER_S} second"
-BACK_TO_BACK = "0 seconds"  # Spark's default: each batch as the last one ends
-# A query run meant to store one batch (a cold start's small first one)
-# begins it as it starts, and its next trigger lies on the next multiple of
-# this interval since the epoch, in 2069: the run is stopped with no batch
-# running. On the steady trigger a second small batch would begin at once
-# behind a cold first batch (longer than the interval), and the stop would
-# wait for it.
-ONE_BATCH_TRIGGER = "36500 days"
-
-
-def wait_for_phase(began: float, now: float, phase_s: float) -> float:
-    """Seconds a steady micro-batch that began at `began` and ended at `now`
-    (epoch seconds) waits before it returns, so that the next one begins
-    `phase_s` past a second.
-
-    Spark begins a trigger's batches on the multiples of its interval since
-    the epoch (ProcessingTimeExecutor.nextBatchTime), and at once after a
-    batch that ran past its next one. So every worker on STEADY_TRIGGER, on
-    any host whose clock keeps time, begins on the second, and a worker that
-    reads another's output found only what that one wrote a second before
-    (docs/decisions/steady-trigger.md, "Half a second behind the text
-    processor"). A batch that returns at a phase point past the second its
-    trigger began in has the next one begin there. Never more than an
-    interval and the phase: a clock stepped back during the batch (NTP)
-    must not hold the worker for as long."""
-    next_trigger = (began // STEADY_TRIGGER_S + 1) * STEADY_TRIGGER_S  # Spark's, at the latest
-    last_point = now - (now - phase_s) % STEADY_TRIGGER_S
-    if began < last_point and now >= next_trigger:
-        return 0.0  # a long batch (a backlog): what was written since the point it passed waits
-    return min(next_trigger + phase_s - now, STEADY_TRIGGER_S + phase_s)
-
-
-def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str,
-               trigger: str = STEADY_TRIGGER) -> StreamingQuery:
-    """Start writing a streaming DataFrame (key, value[, headers]) to `<prefix><topic>`."""
-    return (
-        frame.writeStream.format("kafka")
-        .trigger(processingTime=trigger)
-        .options(**kafka.spark_kafka_options())
-        .options(**PRODUCER_BATCHING)
-        .option("topic", kafka.topic(topic))
-        .option("checkpointLocation", checkpoint)
-        .start()
-    )

@@ -7,7 +7,7 @@ Used by the lifecycle's own test, apart from any service's logic.
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.worker import KafkaSink, Worker, run
+from shared.worker import KafkaSink, Worker, main
 
 
 def upper_cased(records: DataFrame, run: int) -> DataFrame:
@@ -19,4 +19,4 @@ def upper_cased(records: DataFrame, run: int) -> DataFrame:
 ECHO = Worker(name="echo", topic="textlines", topology=upper_cased, sink=KafkaSink("words"), batch_records=10_000)
 
 if __name__ == "__main__":
-    run(ECHO)
+    main("tests.echo_worker")

@@ -1,19 +1,6 @@
-"""aggregator_worker: words -> windowed_counts, exactly once. Declared in worker.py.
+"""aggregator_worker: words -> windowed_counts, exactly once. Declared in worker.py."""
 
-Spark's JVM is launched before the worker's modules are imported, which
-happens while it starts (shared.launch)."""
-
-from shared.launch import Launch, begin
-from shared.spark import DriverJvm, Jit
-
-# C2 for its records' code only (Jit.TIERED_RECORDS): it commits first, and
-# drains, sooner, and reads more words a CPU second; the text processor's
-# drain was slower with it (docs/decisions/jit.md).
-LAUNCH = Launch("aggregator", needs_database=True, jvm=DriverJvm(jit=Jit.TIERED_RECORDS))
+from shared.worker import main
 
 if __name__ == "__main__":
-    launched = begin(LAUNCH)
-    from services.aggregator.worker import AGGREGATOR
-    from shared.worker import run
-
-    run(AGGREGATOR, launched)
+    main("services.aggregator.worker")

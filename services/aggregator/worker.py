@@ -22,7 +22,7 @@ from shared.events import PLACE_HEADER, line_place, place_value
 from shared.parts import collected_in_parts
 from shared.retention import Retention
 from shared.warm_up import kafka_records
-from shared.worker import Context, PostgresSink, Worker
+from shared.worker import Context, DriverJvm, Jit, PostgresSink, Worker
 
 # A batch's counts are copied in bulk, then added to what earlier batches stored.
 BATCH_TABLE = """
@@ -117,7 +117,7 @@ class WordCounts(PostgresSink[Summarized]):
 
     # Its steady batches begin half a second past the second, once the text
     # processor's batch begun on that second has written its words: begun on
-    # the second too, they found those words a second late (shared.spark.wait_for_phase).
+    # the second too, they found those words a second late (shared.worker.triggers.wait_for_phase).
     phase_s = 0.5
 
     context: Context
@@ -183,5 +183,8 @@ def warm_up(spark: SparkSession, config: Config) -> None:
     groups.unpersist()
 
 
+# C2 for its records' code only (Jit.TIERED_RECORDS): it commits first, and
+# drains, sooner, and reads more words a CPU second; the text processor's
+# drain was slower with it (docs/decisions/jit.md).
 AGGREGATOR = Worker(name="aggregator", topic="words", sink=WordCounts(), batch_records=2_000_000,
-                    read_headers=True, warm_up=warm_up)
+                    read_headers=True, warm_up=warm_up, jvm=DriverJvm(jit=Jit.TIERED_RECORDS))

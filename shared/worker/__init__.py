@@ -3,10 +3,12 @@
 The public API, what a service imports: `Worker` (name, input topic,
 topology, sink, batch size, warm-up; see services/workers.py), its sink
 (`KafkaSink`, or a `PostgresSink` whose hooks it fills: shared.worker.sinks),
-`Context` (what a sink's `open` gets) and `run`. The framework builds and
+`Context` (what a sink's `open` gets) and `main`. The framework builds and
 runs the query; nothing else of shared.worker is a service's to import.
-A service's `__main__` launches Spark's JVM first (shared.launch), imports
-the worker while the JVM starts, and calls `run(worker, launched)`.
+A service's `__main__` calls `main("services.<name>.worker")`: the stop
+signal first, then the declaration, the configuration and Spark's JVM
+(shared.worker.launch); the rest of the lifecycle is imported while the
+JVM starts.
 
 States and transitions of a process (shared.worker.runner):
 
@@ -22,7 +24,7 @@ States and transitions of a process (shared.worker.runner):
 
 What ends a query run (lifecycle.Ended), and who says so:
 
-    STOPPED      SIGTERM/SIGINT (shared.launch.StopSignal), or Postgres away at a stop (foreachBatch)
+    STOPPED      SIGTERM/SIGINT (shared.worker.launch.StopSignal), or Postgres away at a stop (foreachBatch)
     REVOKED      a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke, inside poll)
     RESIZED      a batch measured a new size (foreachBatch, shared.worker.exactly_once)
     FIRST_BATCH  a cold process's small first run stored its batch (Supervisor.supervise)
@@ -53,12 +55,17 @@ Who owns what:
   on its next poll on the main thread;
 - the progress store (shared.worker.progress) is where each run resumes:
   the group's offsets, or Postgres's;
+- a stop's budget (shared.worker.stop_budget) begins as the stop-signal
+  thread sets the stop; each step of the stop, on the main thread, takes
+  what is left of it;
 - background threads (shared.background) run a service's side work: the
   join while Spark starts, the warm-up, retention, alert publishing and delivery.
 """
 
-from shared.worker.runner import run
+from shared.jvm_options import DriverJvm, Jit
+from shared.worker.launch import main
 from shared.worker.sinks import BACK_TO_BACK, STEADY_TRIGGER, KafkaSink, PostgresSink
 from shared.worker.spec import Context, Topology, Worker
 
-__all__ = ["BACK_TO_BACK", "STEADY_TRIGGER", "Context", "KafkaSink", "PostgresSink", "Topology", "Worker", "run"]
+__all__ = ["BACK_TO_BACK", "STEADY_TRIGGER", "Context", "DriverJvm", "Jit", "KafkaSink", "PostgresSink", "Topology",
+           "Worker", "main"]

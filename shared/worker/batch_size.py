@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from shared.logs import log
 
-# A process's first query run reads one batch (shared.spark.ONE_BATCH_TRIGGER)
+# A process's first query run reads one batch (shared.worker.triggers.ONE_BATCH_TRIGGER)
 # of a 200th of the full size: a cold JVM pays seconds for its first tasks
 # (classes generated and compiled, the Kafka clients' first connections) and reads
 # each of their records with code the JIT has not compiled yet, so a small

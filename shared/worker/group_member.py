@@ -49,6 +49,7 @@ from shared.logs import log
 from shared.offsets import EARLIEST, LATEST, Offsets, Ranges
 from shared.outages import kafka_client, kafka_outage
 from shared.worker import kafka_join
+from shared.worker.stop_budget import budget_of
 
 kafka_join.install()  # before any consumer joins a group
 
@@ -61,11 +62,11 @@ SESSION_TIMEOUT_MS = 30_000
 # that wait for partitions are this short, so a first query starts within
 # one of the assignment (half a second of polling held it 0.2 to 0.5 s).
 WAITING_POLL_S = 0.05
-# The last commit, leaving the group, the data-loss lookup and the offset
-# ranges, each bounded: a copy must be gone 30 s after SIGTERM
-# (shared.worker.query_run.STOP_SECONDS_AT_MOST). The consumer's first
-# connection too: a stop waits for it, and kafka-python tries for 30 s
-# before it gives up on brokers that are away.
+# The data-loss lookup and the offset ranges, each bounded: a copy must be
+# gone 30 s after SIGTERM, and a stop waits for them. The consumer's first
+# connection too: kafka-python tries for 30 s before it gives up on brokers
+# that are away. The last commit and the leave draw on the stop's budget
+# (shared.worker.stop_budget).
 STOP_STEP_TIMEOUT_MS = 4_000
 
 
@@ -182,14 +183,15 @@ class GroupMember(ConsumerRebalanceListener):
         return {partition: offset for partition, offset in offsets.items() if offset is not None}
 
     def _commit_last(self) -> None:
-        """Commit what is pending and wait for the answer, at most
-        STOP_STEP_TIMEOUT_MS (the next owner repeats what a failed commit
+        """Commit what is pending and wait for the answer, as long as the
+        stop's budget allows (the next owner repeats what a failed commit
         missed, as after a crash)."""
         with self._lock:
             pending, self._pending, batch_ms, self._batch_ms = self._pending, {}, self._batch_ms, None
         if pending:
             try:
-                self._consumer.commit(self._offsets(pending, batch_ms), timeout_ms=STOP_STEP_TIMEOUT_MS)
+                self._consumer.commit(self._offsets(pending, batch_ms),
+                                      timeout_ms=budget_of(self._stop_requested).allow_ms("commit"))
             except KafkaError as error:
                 self._commit_done({}, error)
 
@@ -221,7 +223,7 @@ class GroupMember(ConsumerRebalanceListener):
         self._commit_last()
         membership = self._consumer.group_metadata()
         try:
-            self._consumer.close(autocommit=False, timeout_ms=STOP_STEP_TIMEOUT_MS)
+            self._consumer.close(autocommit=False, timeout_ms=budget_of(self._stop_requested).allow_ms("leave"))
             if membership.group_instance_id and membership.member_id:
                 self._remove(MemberToRemove(membership.member_id, membership.group_instance_id))
         except KafkaError as error:  # the group drops this member after its session timeout
@@ -230,7 +232,8 @@ class GroupMember(ConsumerRebalanceListener):
     def _remove(self, member: MemberToRemove) -> None:
         """Take a static member out of the group, unless a newer copy of the
         same name replaced it (the broker fences a stale member id)."""
-        bounded = {"bootstrap_timeout_ms": STOP_STEP_TIMEOUT_MS, "request_timeout_ms": STOP_STEP_TIMEOUT_MS}
+        allowed = budget_of(self._stop_requested).allow_ms("leave")
+        bounded = {"bootstrap_timeout_ms": allowed, "request_timeout_ms": allowed}
         admin = kafka_client(KafkaAdminClient, **self._kafka.kafka_python_kwargs(), **bounded)
         try:
             result = admin.remove_group_members(self.group_id, [member])

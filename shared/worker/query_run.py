@@ -38,20 +38,12 @@ from pyspark.sql.streaming.listener import QueryProgressEvent, QueryTerminatedEv
 
 from shared.logs import log
 from shared.offsets import Offsets, end_offsets, lag, unread_ranges
-from shared.spark import ONE_BATCH_TRIGGER, STOP_TIMEOUT_MS, wait_for_phase
 from shared.worker import errors
-from shared.worker.group_member import STOP_STEP_TIMEOUT_MS, GroupMember
+from shared.worker.group_member import GroupMember
 from shared.worker.lifecycle import Ended
+from shared.worker.stop_budget import StopBudget
+from shared.worker.triggers import ONE_BATCH_TRIGGER, wait_for_phase
 
-# Heroku sends SIGKILL 30 s after SIGTERM. In a broker outage a stop spends,
-# one step after another: the running batch's wait (it cannot finish, its
-# records are on the broker), the query's stop (shared.spark.STOP_TIMEOUT_MS),
-# the last commit and the leave (shared.worker.group_member.STOP_STEP_TIMEOUT_MS
-# each), then Spark's stop and the JVM's exit: STOP_SECONDS_AT_MOST in all.
-GRACEFUL_STOP_SECONDS = 10
-EXIT_SECONDS = 2  # Spark's stop and the JVM's exit, on a loaded 2-core machine
-STOP_SECONDS_AT_MOST = (GRACEFUL_STOP_SECONDS + STOP_TIMEOUT_MS / 1000 + 2 * STOP_STEP_TIMEOUT_MS / 1000
-                        + EXIT_SECONDS)
 PROCESSING = "Processing new data"  # Spark's status message while a micro-batch runs
 BETWEEN_TRIGGERS = "Waiting for next trigger"  # and once each trigger is over, with or without a batch
 KEPT_RUNS = 8  # late reports name a recent run; older ones are forgotten
@@ -123,7 +115,7 @@ class QueryRun:
     def pace(self, batch_id: int, began: float, phase_s: float) -> None:
         """A stored batch that began at `began` (epoch seconds) holds its
         micro-batch open until the next one may begin `phase_s` past a
-        second (shared.spark.wait_for_phase), or a stop is asked for. Its
+        second (shared.worker.triggers.wait_for_phase), or a stop is asked for. Its
         line tells the wait apart (`waited_ms`), outside its `duration_ms`."""
         seconds = wait_for_phase(began, time.time(), phase_s)
         if seconds <= 0 or self._stop_asked.is_set():  # set as the run ends, too
@@ -223,7 +215,7 @@ class Runs:
         if run is None or run.query is None or not run.query.isActive:
             return None
         run.end(Ended.REVOKED)
-        stop_gracefully(run)
+        stop_gracefully(run, StopBudget())
         return run.stored_end()
 
 
@@ -338,7 +330,7 @@ def batch_fields(app: str, progress: Any) -> dict[str, Any]:
             "duration_ms": progress.durationMs.get("triggerExecution", 0), "lag": lag(progress), **observed}
 
 
-def stop_gracefully(run: QueryRun) -> None:
+def stop_gracefully(run: QueryRun, budget: StopBudget) -> None:
     """Let the micro-batch that is processing data finish (a paced one
     without its wait), then stop the run's query. On a
     backlog the next batch begins at once, with no gap between batches to
@@ -347,13 +339,14 @@ def stop_gracefully(run: QueryRun) -> None:
     is counted once: see docs/architecture.md, "Exactly once, end to end").
     A trigger still asking Kafka for offsets has nothing to finish: during a
     broker outage it would hold the stop for a minute. A batch that did not
-    finish in GRACEFUL_STOP_SECONDS (its broker away, say) is cut, and logged."""
+    finish in the budget's time for it (its broker away, say) is cut, and logged."""
     query = run.query
     assert query is not None
     run.ask_to_stop()
     last = query.lastProgress
     done = last.batchId if last is not None else -1  # the last batch finished when the stop was asked for
-    deadline = time.monotonic() + GRACEFUL_STOP_SECONDS
+    allowed = budget.allow("batch")
+    deadline = time.monotonic() + allowed
     while time.monotonic() < deadline:
         status = query.status
         if not (status["isTriggerActive"] and status["message"] == PROCESSING):
@@ -363,7 +356,7 @@ def stop_gracefully(run: QueryRun) -> None:
             break
         time.sleep(0.05)
     else:
-        log("batch_cut", waited_s=GRACEFUL_STOP_SECONDS)
+        log("batch_cut", waited_s=round(allowed, 1))
     stop_now(query)
 
 

@@ -25,28 +25,29 @@ from pyspark.sql.streaming import StreamingQuery
 from shared import background
 from shared import config as config_module
 from shared import spark as spark_module
-from shared.launch import Launch, Launched, begin
 from shared.logs import log
 from shared.migrations import migrate
 from shared.offsets import Offsets
 from shared.outages import StopRequested
-from shared.worker import errors, search
+from shared.worker import errors, search, spark_kafka
 from shared.worker.batch_size import BatchSize, cold_batch
 from shared.worker.driver import Driver
 from shared.worker.exactly_once import foreach_batch
 from shared.worker.group_member import WAITING_POLL_S, GroupMember
+from shared.worker.launch import Launched, StopSignal, begin
 from shared.worker.lifecycle import BackOff, Ended, History, NewSession, Resume, RunEnded, Scan, Search, Stop, next_step
 from shared.worker.progress import GroupProgress, PostgresProgress, engine_for, starting_offsets
 from shared.worker.query_run import BETWEEN_TRIGGERS, BatchListener, QueryRun, Runs, stop_gracefully
 from shared.worker.sinks import KafkaSink, PostgresSink
 from shared.worker.spec import Context, Worker
+from shared.worker.stop_budget import budget_of
 
 
 def run(worker: Worker, launched: Launched | None = None) -> None:
     """Run `worker` until SIGTERM or SIGINT; then exit 0. `launched`: the
-    process's first steps, which its __main__ took (shared.launch); without,
-    they are taken here."""
-    launched = launched or begin(Launch(worker.name, needs_database=worker.progress == "postgres"))
+    process's first steps, which shared.worker.main took; without, they
+    are taken here."""
+    launched = launched or begin(worker, StopSignal())
     config, stop_requested = launched.config, launched.stop_requested
     runs = Runs()
     with ExitStack() as resources:  # released last in, first out
@@ -78,14 +79,14 @@ def start(worker: Worker, launched: Launched, runs: Runs,
     and the migration go on while Spark's JVM starts (2 to 3 s on 2 cores);
     the warm-up, while the group has still not answered. Raises StopRequested
     if a stop came first."""
-    config, jvm, stop_requested = launched.config, launched.launch.jvm, launched.stop_requested
+    config, stop_requested = launched.config, launched.stop_requested
     spark_started = threading.Event()
     joining = background.call(lambda: join_group(worker, config, runs, stop_requested, spark_started),
                               name="join")
     resources.callback(_close_when_joined, joining)
     try:
-        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, jvm, launched.gateway),
-                        config.spark.on_cluster, stop_requested)
+        driver = Driver(lambda: spark_module.session(worker.name, config.kafka, config.spark, worker.jvm,
+                                                     launched.gateway), config.spark.on_cluster, stop_requested)
     except BaseException:
         stop_requested.set()  # the group member gives up too
         raise
@@ -141,7 +142,7 @@ def start_query(worker: Worker, context: Context, run: QueryRun, source: DataFra
     topology, sink = worker.topology, worker.sink
     if isinstance(sink, KafkaSink):
         records = topology(source, run_bits) if topology else source
-        return spark_module.kafka_sink(records, context.kafka, sink.topic, checkpoint, run.trigger(sink.trigger))
+        return spark_kafka.kafka_sink(records, context.kafka, sink.topic, checkpoint, run.trigger(sink.trigger))
 
     def summarize(batch: DataFrame, records: int) -> Any:
         return sink.summarize(topology(batch, run_bits) if topology else batch, records)
@@ -289,7 +290,7 @@ class Supervisor:
         Returns the run and the error the query failed with, if any."""
         worker = self.worker
         query_run = QueryRun(worker.name, starting, one_batch)
-        source = spark_module.kafka_stream(self.driver.session, self.kafka, worker.topic, worker.name, starting,
+        source = spark_kafka.kafka_stream(self.driver.session, self.kafka, worker.topic, worker.name, starting,
                                            records, worker.read_headers)
         with tempfile.TemporaryDirectory(prefix=f"{worker.name}-checkpoint-") as checkpoint:
             self.runs.start(query_run, self.member,
@@ -330,7 +331,7 @@ class Supervisor:
         if query_run.ending is Ended.SPARK_LOST:
             return None
         if query.isActive:
-            stop_gracefully(query_run)
+            stop_gracefully(query_run, budget_of(self.stop_requested))
         return query.exception()  # None unless the query failed
 
     def outcome(self, query_run: QueryRun, error: BaseException | None) -> RunEnded:

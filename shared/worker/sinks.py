@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from shared.spark import BACK_TO_BACK, STEADY_TRIGGER
+from shared.worker.triggers import BACK_TO_BACK, STEADY_TRIGGER
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

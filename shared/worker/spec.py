@@ -1,16 +1,24 @@
 """How a service declares a worker (`Worker`: its topic, topology and sink),
-and what its sink is given (`Context`)."""
+and what its sink is given (`Context`).
+
+What a declaration imports is imported before Spark's JVM is launched
+(shared.worker.launch): the lifecycle's modules only for their types."""
+
+from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
 from shared.config import Config, KafkaConfig
-from shared.worker.batch_size import BatchSize
-from shared.worker.progress import GroupProgress, PostgresProgress
+from shared.jvm_options import DriverJvm
 from shared.worker.sinks import KafkaSink, PostgresSink
+
+if TYPE_CHECKING:
+    from shared.worker.batch_size import BatchSize
+    from shared.worker.progress import GroupProgress, PostgresProgress
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,8 @@ class Context:
     def postgres(self) -> PostgresProgress:
         """The progress of a worker whose sink is a PostgresSink: its engine,
         consumer and topic, and `read` (a query retried through an outage)."""
+        from shared.worker.progress import PostgresProgress  # loaded by then: the runner made it
+
         assert isinstance(self.progress, PostgresProgress)
         return self.progress
 
@@ -73,6 +83,9 @@ class Worker:
     # the project's (shared.migrations), as it starts. Name each after what
     # it makes: the names share one table with every other worker's.
     migrations: tuple[tuple[str, str], ...] = ()
+    # Its driver's JVM: young generation and JIT, each worker's measured
+    # (docs/decisions/memory.md, docs/decisions/jit.md).
+    jvm: DriverJvm = DriverJvm()
 
     @property
     def progress(self) -> Literal["group", "postgres"]:

@@ -129,7 +129,8 @@ def test_a_worker_with_a_wrong_ca_stops_with_that_one_line(stack, prefix, worker
 PLAN_AND_ERROR = """
 from pyspark.sql import functions as F
 from shared.config import load
-from shared.spark import kafka_stream, session
+from shared.spark import session
+from shared.worker.spark_kafka import kafka_stream
 kafka = load().kafka
 spark = session("secrets-test", kafka)
 source = kafka_stream(spark, kafka, "textlines", "secrets-test", {0: -2, 1: -2}, 100, True)

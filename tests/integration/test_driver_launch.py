@@ -3,7 +3,6 @@ launcher does: spark-submit (its scripts and its launcher JVM) is run here
 with a stand-in for `java` that runs the launcher and records the command
 it is then given to run instead of starting a driver."""
 
-import importlib
 import json
 import os
 import subprocess
@@ -26,9 +25,8 @@ exec "{python}" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$0" "$@"
 
 @pytest.mark.parametrize("name", sorted(WORKERS))
 def test_the_driver_command_is_the_one_spark_submit_runs(name, tmp_path, monkeypatch):
-    launch = importlib.import_module(f"services.{name.replace('-', '_')}.__main__").LAUNCH
     config = load({"KAFKA_URL": "kafka://127.0.0.1:9092", "DATABASE_URL": "postgres://u:p@127.0.0.1/db"})
-    options = spark._options(name, config.spark, launch.jvm)
+    options = spark._options(name, config.spark, WORKERS[name].jvm)
     java = tmp_path / "bin" / "java"
     java.parent.mkdir()
     record = tmp_path / "command.json"

@@ -3,7 +3,8 @@ dyno all day: its heap starts small, its compiled code is bounded, and
 Spark forgets past jobs (docs/operations.md, "Sizing and scaling")."""
 
 from devstack.local_stack import wait_until
-from shared.spark import INITIAL_OLD_GENERATION_MB, RETAINED_HISTORY, YOUNG_GENERATION_MB
+from shared.jvm_options import INITIAL_OLD_GENERATION_MB, YOUNG_GENERATION_MB
+from shared.spark import RETAINED_HISTORY
 
 MB = 2**20
 

@@ -14,8 +14,8 @@ from devstack.postgres import postgres_url
 from shared.config import load
 from shared.migrations import migrate
 from shared.offsets import batch_ranges
-from shared.spark import kafka_stream
 from shared.worker.progress import PostgresProgress, StaleBatchError, engine_for
+from shared.worker.spark_kafka import kafka_stream
 
 
 def test_each_batch_range_is_the_offsets_of_its_records(spark, stack, prefix, tmp_path):

@@ -14,7 +14,7 @@ from devstack.local_stack import ROOT, wait_until
 
 # The main thread logs without end, as a worker logs its batches, until the stop.
 LOGS_UNTIL_STOPPED = """
-from shared.launch import StopSignal
+from shared.worker.launch import StopSignal
 from shared.logs import log
 stop = StopSignal()
 lines = 0

@@ -1,6 +1,5 @@
 """The config module, rule by rule, from ../shared/CONTRACT.md's environment."""
 
-import importlib
 import os
 import re
 import ssl
@@ -18,15 +17,8 @@ from devstack.local_stack import ROOT
 from services.workers import WORKERS
 from shared import config as config_module
 from shared.config import ConfigError, SparkConfig, load
-from shared.spark import (
-    REDACTED,
-    Jit,
-    cluster_options,
-    cluster_secrets,
-    connector_jars,
-    driver_memory,
-    spark_options,
-)
+from shared.jvm_options import Jit, driver_memory
+from shared.spark import REDACTED, cluster_options, cluster_secrets, connector_jars, spark_options
 
 
 @pytest.fixture(scope="module")
@@ -395,18 +387,6 @@ def test_the_heap_is_half_the_dynos_memory(tmp_path, limit, heap):
     assert driver_memory("3g", [str(limit_file)]) == "3g"
 
 
-def launch_of(worker):
-    """The Launch its service's __main__ declares (importing it runs nothing)."""
-    return importlib.import_module(f"{worker.module}.__main__").LAUNCH
-
-
-def test_each_service_launches_its_worker_as_it_is_declared():
-    """shared.worker.run takes the configuration its __main__'s Launch read."""
-    for worker in WORKERS.values():
-        assert launch_of(worker).app == worker.name
-        assert launch_of(worker).needs_database == (worker.progress == "postgres"), worker.name
-
-
 def test_each_worker_compiles_its_code_as_measured():
     """The text processor's records take C2's code; the aggregator's records
     too, but not Spark's planning (both C2 ten times later than HotSpot's
@@ -415,18 +395,33 @@ def test_each_worker_compiles_its_code_as_measured():
     chosen = {"text-processor": Jit.TIERED, "aggregator": Jit.TIERED_RECORDS, "anomaly-detector": Jit.C1_ONLY}
     jit_options = {option for jit in Jit for option in jit.value}
     for worker in WORKERS.values():
-        options = spark_options(worker.name, SparkConfig(), launch_of(worker).jvm)
+        options = spark_options(worker.name, SparkConfig(), worker.jvm)
         java_options = set(options["spark.driver.extraJavaOptions"].split())
         assert java_options & jit_options == set(chosen[worker.name].value), worker.name
 
 
+# Run as `python -m` runs a service, up to the step before Spark's JVM is
+# launched (on the main thread: what it has imported by then is settled).
+UNTIL_THE_JVM = """
+import os, sys
+from shared.worker import launch
+def launching(*args):
+    print(*sys.modules)
+    os._exit(0)
+launch.set_jvm_environment = launching
+launch.main(sys.argv[1])
+"""
+
+
 def test_a_service_launches_its_jvm_before_importing_the_lifecycle():
-    """What `python -m services.<worker>` imports before `begin` launches
-    Spark's JVM: PySpark, not SQLAlchemy, the Kafka client or the lifecycle,
-    which are imported while the JVM starts (shared.launch)."""
+    """What a worker's process has imported when Spark's JVM is launched:
+    PySpark and its declaration, not the lifecycle's modules, which are
+    imported while the JVM starts (shared.worker.launch)."""
+    lifecycle = {"shared.worker.runner", "shared.worker.group_member", "shared.worker.query_run",
+                 "shared.worker.exactly_once", "shared.worker.progress"}
+    environment = {**os.environ, "KAFKA_URL": "kafka://127.0.0.1:1", "DATABASE_URL": "postgres://u:p@127.0.0.1/db"}
     for worker in WORKERS.values():
-        imported = subprocess.run(
-            [sys.executable, "-c", f"import sys, {worker.module}.__main__; print(*sys.modules)"],
-            capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
-        assert "pyspark" in imported
-        assert not {"sqlalchemy", "kafka", "shared.worker", f"{worker.module}.worker"} & set(imported), worker.name
+        imported = subprocess.run([sys.executable, "-c", UNTIL_THE_JVM, f"{worker.module}.worker"], env=environment,
+                                  capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+        assert {"pyspark", f"{worker.module}.worker"} <= set(imported), worker.name
+        assert not lifecycle & set(imported), worker.name

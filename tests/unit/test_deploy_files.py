@@ -15,6 +15,7 @@ from devstack.local_stack import ROOT
 from services.workers import WORKERS as REGISTRY
 from shared import spark
 from shared.config import TOPICS, SparkConfig
+from shared.jvm_options import Jit
 
 WORKERS = {"text_processor_worker", "aggregator_worker", "anomaly_detector_worker"}
 CONTRACT_VARIABLES = {
@@ -270,7 +271,7 @@ def test_the_slugs_java_takes_the_compiler_directives_and_keeps_c2_off_what_they
     starts (then no aggregator would start): the slug's Java takes this
     one, and keeps C2 off the packages it names (Jit.TIERED_RECORDS)."""
     slug, _ = the_slug()
-    java = [str(slug / ".jdk" / "bin" / "java"), *spark.Jit.TIERED_RECORDS.value]
+    java = [str(slug / ".jdk" / "bin" / "java"), *Jit.TIERED_RECORDS.value]
     started = subprocess.run([*java, "-XX:+CompilerDirectivesPrint", "-version"], capture_output=True, text=True,
                              timeout=60)
     assert started.returncode == 0, started.stdout + started.stderr

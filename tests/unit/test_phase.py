@@ -1,11 +1,11 @@
-"""When a steady micro-batch lets the next one begin (shared.spark.wait_for_phase):
+"""When a steady micro-batch lets the next one begin (shared.worker.triggers.wait_for_phase):
 Spark begins a 1-second trigger's batches on the second, or at once after a
 batch that ran past its next second; a batch that returns later has the next
 one begin where it returned."""
 
 import pytest
 
-from shared.spark import wait_for_phase
+from shared.worker.triggers import wait_for_phase
 
 SECOND = 1_764_300_000.0  # a whole second since the epoch
 PHASE_S = 0.5

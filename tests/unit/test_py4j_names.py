@@ -1,10 +1,10 @@
-"""What a name costs between Python and the JVM (shared.spark.remember_jvm_names):
+"""What a name costs between Python and the JVM (shared.py4j_names.remember_jvm_names):
 in-process, with a stand-in for Py4J's client that answers as the JVM does."""
 
 from py4j import protocol as proto
 from py4j.java_gateway import GatewayProperty, JavaClass, JavaMember, JavaPackage, JVMView, PythonProxyPool
 
-from shared.spark import remember_jvm_names
+from shared.py4j_names import remember_jvm_names
 
 
 class Client:

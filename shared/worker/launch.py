@@ -1,23 +1,24 @@
-"""A worker process's first steps, taken before its modules are imported:
-SIGTERM and SIGINT made a stop asked for, its configuration read, Spark's
-JVM launched on a thread of its own, and its brokers' TLS checked while the
-JVM starts. Importing the rest of a worker (PySpark's SQL functions,
-SQLAlchemy, the Kafka client, the lifecycle: about half a second) then
-overlaps the JVM's start instead of preceding it
+"""A worker process's first steps: SIGTERM and SIGINT made a stop asked
+for, its declaration imported, its configuration read, Spark's JVM launched
+on a thread of its own, and its brokers' TLS checked while the JVM starts.
+The lifecycle's modules (SQLAlchemy, the Kafka client, the group member:
+about a fifth of a second) are imported while the JVM starts
 (docs/decisions/start-up.md).
 
-Each service's `__main__` declares its `Launch` and calls `begin` before it
-imports its worker; shared.worker.run takes over what began (the main
-thread's, as everything until then).
+Each service's `__main__` calls `main` with the module that declares its
+worker; everything the launch needs (the worker's name, whether its
+progress lives in Postgres, its driver's JVM) is that declaration's.
 
-The stop signal is `begin`'s first step: a dyno stopped in its first
+The stop signal is `main`'s first step: a dyno stopped in its first
 seconds, while its configuration is read or its brokers are away, stops in
 order too. Spark's JVM ignores both signals (shared.driver_launch), and
 Python stops it in order."""
 
 import faulthandler
+import importlib
 import signal
 import socket
+import sys
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -28,39 +29,49 @@ from py4j.java_gateway import JavaGateway
 from shared import background
 from shared import config as config_module
 from shared.logs import log
-from shared.spark import DriverJvm, launch_jvm, set_jvm_environment
+from shared.spark import launch_jvm, set_jvm_environment
+from shared.worker.spec import Worker
+from shared.worker.stop_budget import StopRequest
 
 
-@dataclass(frozen=True)
-class Launch:
-    """What a worker's process starts with, known before its modules are imported."""
+def main(declared_in: str) -> None:
+    """Run the one `Worker` that the module `declared_in` declares until
+    SIGTERM or SIGINT, then exit 0 (`python -m services.aggregator`)."""
+    stop = StopSignal()
+    worker = declared_worker(declared_in)
+    launched = begin(worker, stop)
+    from shared.worker.runner import run  # while Spark's JVM starts
 
-    app: str  # the worker's name (shared.worker.Worker.name)
-    needs_database: bool  # its progress lives in Postgres
-    jvm: DriverJvm = DriverJvm()  # its driver's young generation and JIT
+    run(worker, launched)
+
+
+def declared_worker(module: str) -> Worker:
+    """The module's one Worker; the process ends with one line if it has none or several."""
+    found = [value for value in vars(importlib.import_module(module)).values() if isinstance(value, Worker)]
+    if len(found) != 1:
+        sys.exit(f"error: {module} must declare one shared.worker.Worker, not {len(found)}")
+    return found[0]
 
 
 @dataclass(frozen=True)
 class Launched:
-    launch: Launch
+    worker: Worker
     config: config_module.Config
     gateway: "Future[JavaGateway]"  # to Spark's JVM, once it has started (shared.spark.session takes it)
     stop_requested: threading.Event  # set by SIGTERM or SIGINT; every loop of the worker checks it
 
 
-def begin(launch: Launch) -> Launched:
-    """Make SIGTERM and SIGINT a stop, read the configuration (a mistake
-    ends the process with one line, before any JVM has started), launch
-    Spark's JVM, then check the brokers' TLS while it starts (a refused
-    certificate ends the process with one line; brokers that are away are
-    waited for, and a stop meanwhile exits 0)."""
-    stop = StopSignal()
+def begin(worker: Worker, stop: "StopSignal") -> Launched:
+    """Read the configuration (a mistake ends the process with one line,
+    before any JVM has started), launch Spark's JVM, then check the brokers'
+    TLS while it starts (a refused certificate ends the process with one
+    line; brokers that are away are waited for, and a stop meanwhile exits 0)."""
     # `kill -USR1 <pid>` (heroku ps:exec) prints every thread's stack to
     # stderr: what a worker that logs nothing is waiting on.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    config = config_module.load(needs_database=launch.needs_database)
+    config = config_module.load(needs_database=worker.progress == "postgres")
     set_jvm_environment(config.kafka, config.spark)
-    gateway = background.call(lambda: launch_jvm(launch.app, config.spark, launch.jvm), name="jvm")
+    gateway = background.call(lambda: launch_jvm(worker.name, config.spark, worker.jvm), name="jvm")
     # Imported only now: the check waits out outages as the workers do
     # (shared.outages), which brings kafka-python and SQLAlchemy, whose
     # import would otherwise hold up the JVM's launch.
@@ -69,9 +80,9 @@ def begin(launch: Launch) -> Launched:
     try:
         check_tls(config.kafka, stop.requested)
     except StopRequested:
-        log("stopped", app=launch.app)  # the JVM ends with this process: its stdin closes
+        log("stopped", app=worker.name)  # the JVM ends with this process: its stdin closes
         raise SystemExit(0) from None
-    return Launched(launch, config, gateway, stop.requested)
+    return Launched(worker, config, gateway, stop.requested)
 
 
 class StopSignal:
@@ -90,7 +101,7 @@ class StopSignal:
     `requested` is set by the `stop-signal` thread and read by any."""
 
     def __init__(self) -> None:
-        self.requested = threading.Event()
+        self.requested = StopRequest()
         self._wakeups, writing_end = socket.socketpair()
         writing_end.setblocking(False)  # set_wakeup_fd needs it: a signal handler must never wait
         self._writing_end = writing_end  # kept open for the process's life
