@@ -347,16 +347,17 @@ def stop_gracefully(run: QueryRun, budget: StopBudget) -> None:
     done = last.batchId if last is not None else -1  # the last batch finished when the stop was asked for
     allowed = budget.allow("batch")
     deadline = time.monotonic() + allowed
-    while time.monotonic() < deadline:
+    while True:
         status = query.status
         if not (status["isTriggerActive"] and status["message"] == PROCESSING):
             break
         last = query.lastProgress
         if last is not None and last.batchId > done:
             break
+        if time.monotonic() >= deadline:
+            log("batch_cut", waited_s=round(allowed, 1))
+            break
         time.sleep(0.05)
-    else:
-        log("batch_cut", waited_s=round(allowed, 1))
     stop_now(query)
 
 

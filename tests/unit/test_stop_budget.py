@@ -75,3 +75,15 @@ def test_a_running_batch_is_cut_when_the_budget_leaves_it_no_time(capsys):
     query_run.stop_gracefully(run, budget)
     assert stopped.is_set() and time.monotonic() - began < 1
     assert "event=batch_cut dyno=local waited_s=0.0" in capsys.readouterr().out
+
+
+def test_a_stop_with_no_time_left_cuts_no_batch_when_none_is_running(capsys):
+    clock = Clock()
+    budget = StopBudget(clock)
+    clock.now += STOP_SECONDS
+    stopped = threading.Event()
+    run = QueryRun("echo", {0: 0})
+    run.query = SimpleNamespace(lastProgress=None, status={"isTriggerActive": False, "message": "Waiting"},
+                                stop=stopped.set, id="idle")
+    query_run.stop_gracefully(run, budget)
+    assert stopped.is_set() and "batch_cut" not in capsys.readouterr().out
