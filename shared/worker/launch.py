@@ -20,7 +20,7 @@ import signal
 import socket
 import sys
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from types import FrameType
 
@@ -80,9 +80,22 @@ def begin(worker: Worker, stop: "StopSignal") -> Launched:
     try:
         check_tls(config.kafka, stop.requested)
     except StopRequested:
-        log("stopped", app=worker.name)  # the JVM ends with this process: its stdin closes
+        _let_jvm_start(gateway)
+        log("stopped", app=worker.name)
         raise SystemExit(0) from None
+    except SystemExit:  # a refused certificate: its one line
+        _let_jvm_start(gateway)
+        raise
     return Launched(worker, config, gateway, stop.requested)
+
+
+def _let_jvm_start(gateway: "Future[JavaGateway]") -> None:
+    """Wait until the JVM has said where its gateway listens (or failed to),
+    before the process ends: its end removes the folder the JVM writes that
+    to, and a JVM that found it gone would print a Java stack trace under
+    the process's one line. A started JVM ends with this process, whose end
+    closes its stdin."""
+    wait([gateway])
 
 
 class StopSignal:

@@ -120,6 +120,8 @@ def test_a_certificate_from_another_ca_is_one_clear_error(stack, prefix):
 def test_a_worker_with_a_wrong_ca_stops_with_that_one_line(stack, prefix, workers):
     worker = workers.start("tests.echo_worker", KAFKA_TRUSTED_CERT=CertificateAuthority("x").cert_pem)
     assert worker.wait(60) != 0
+    # Its JVM, started meanwhile, writes to the same log: read it once that has ended too.
+    wait_until(worker.group_gone, 30, "the worker's JVM to end")
     lines = lines_said(worker.output())
     assert len(lines) == 1 and lines[0].startswith("config error: KAFKA_TRUSTED_CERT did not verify")
     assert "Traceback" not in worker.output()
