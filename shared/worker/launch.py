@@ -89,13 +89,16 @@ def begin(worker: Worker, stop: "StopSignal") -> Launched:
     return Launched(worker, config, gateway, stop.requested)
 
 
+JVM_START_WAIT_S = 10  # at most; a stop must still end within Heroku's 30 s
+
+
 def _let_jvm_start(gateway: "Future[JavaGateway]") -> None:
     """Wait until the JVM has said where its gateway listens (or failed to),
     before the process ends: its end removes the folder the JVM writes that
     to, and a JVM that found it gone would print a Java stack trace under
     the process's one line. A started JVM ends with this process, whose end
     closes its stdin."""
-    wait([gateway])
+    wait([gateway], timeout=JVM_START_WAIT_S)
 
 
 class StopSignal:
