@@ -11,7 +11,7 @@ LINES = ["GET /a 200", "GET /b 404", "POST /c 500", "not a request", "GET /d 200
 AT_MS = [T0 * 1000 + 250 * n for n in range(len(LINES))]  # 4 a second: three windows
 
 
-@pytest.mark.parametrize("crash", [None, *Step])
+@pytest.mark.parametrize("crash", [None, *Step.of(STATUS_CODES)])
 def test_each_status_is_counted_once_per_window_whatever_step_a_batch_crashes_at(
         spark, stack, prefix, database_url, crash):
     harness = Harness(STATUS_CODES, spark, stack, prefix, database_url, {"MAX_OFFSETS_PER_TRIGGER": "30"})

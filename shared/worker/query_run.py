@@ -27,7 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JJavaError
@@ -37,7 +37,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent, QueryTerminatedEvent
 
 from shared.logs import log
-from shared.offsets import Offsets, end_offsets, lag, unread_ranges
+from shared.offsets import Offsets, Ranges, end_offsets, lag, unread_ranges
 from shared.worker import errors
 from shared.worker.group_member import GroupMember
 from shared.worker.lifecycle import Ended
@@ -219,6 +219,16 @@ class Runs:
         return run.stored_end()
 
 
+class Commits(Protocol):
+    """Where BatchListener hands each batch's offsets (a GroupMember, which
+    commits them on the main thread): called on Spark's listener thread, so
+    neither method may block."""
+
+    def report(self, run_id: str, offsets: Offsets, batch_ms: int) -> None: ...
+
+    def report_unread(self, ranges: Ranges) -> None: ...
+
+
 class BatchListener(StreamingQueryListener):
     """After each micro-batch: its offsets handed to the group member (which
     commits them from the main thread), records that retention removed
@@ -228,7 +238,7 @@ class BatchListener(StreamingQueryListener):
     report may arrive after the next batch began, or after the query
     stopped. They must not block: the next report waits behind them."""
 
-    def __init__(self, app: str, runs: Runs, member: GroupMember) -> None:
+    def __init__(self, app: str, runs: Runs, member: Commits) -> None:
         self.app = app
         self.runs = runs
         self.member = member
