@@ -14,13 +14,14 @@ from devstack.processes import MeasuredWorker, Worker
 
 def migrated_engine(stack):
     """An engine on the stack's Postgres, schema migrated as the release phase does."""
+    from services.release import STEPS
     from shared.config import load
     from shared.migrations import migrate
     from shared.worker.progress import engine_for
 
     engine = engine_for(load({"DATABASE_URL": stack.database_url}, needs_kafka=False,
                              needs_database=True).database_url)
-    migrate(engine)
+    migrate(engine, STEPS)
     return engine
 
 

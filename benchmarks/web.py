@@ -18,7 +18,7 @@ from sqlalchemy import text
 from benchmarks.harness import local_stack, migrated_engine, percentile, report
 from devstack.local_stack import wait_until
 from devstack.processes import MeasuredWorker
-from shared.migrations import FILL_WINDOW_TOTALS
+from services.aggregator.tables import FILL_WINDOW_TOTALS
 
 WINDOWS, WORDS_PER_WINDOW, VOCABULARY, ALERTS = 60_480, 165, 50_000, 100_000
 CALLS = 200

@@ -151,7 +151,7 @@ def spark():
 @pytest.fixture
 def release(database_url):
     """The Procfile's release command, run as Heroku runs it before the workers."""
-    done = subprocess.run([sys.executable, "-m", "shared.migrations"], cwd=ROOT, text=True,
+    done = subprocess.run([sys.executable, "-m", "services.release"], cwd=ROOT, text=True,
                           capture_output=True, env={**os.environ, "DATABASE_URL": database_url})
     assert done.returncode == 0, done.stderr
     assert "event=migrated" in done.stdout

@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlalchemy import Connection, text
 
+from services.aggregator.tables import MIGRATIONS
 from services.aggregator.topology import (
     MAX_COPY_LINE_BYTES,
     Summary,
@@ -187,4 +188,4 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 # drains, sooner, and reads more words a CPU second; the text processor's
 # drain was slower with it (docs/decisions/jit.md).
 AGGREGATOR = Worker(name="aggregator", topic="words", sink=WordCounts(), batch_records=2_000_000,
-                    read_headers=True, warm_up=warm_up, jvm=DriverJvm(jit=Jit.TIERED_RECORDS))
+                    read_headers=True, warm_up=warm_up, migrations=MIGRATIONS, jvm=DriverJvm(jit=Jit.TIERED_RECORDS))

@@ -9,6 +9,7 @@ from sqlalchemy import Connection
 
 from services.anomaly_detector.alerts import AlertPublisher, Counts, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
+from services.anomaly_detector.tables import MIGRATIONS
 from services.anomaly_detector.topology import (
     MAX_COUNT_BYTES,
     Summary,
@@ -109,4 +110,4 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 # drains and alerts as fast (docs/decisions/jit.md). The text processor and
 # the aggregator need C2's code.
 ANOMALY_DETECTOR = Worker(name="anomaly-detector", topic="loglines", sink=FailedLogins(), batch_records=500_000,
-                          warm_up=warm_up, jvm=DriverJvm(jit=Jit.C1_ONLY))
+                          warm_up=warm_up, migrations=MIGRATIONS, jvm=DriverJvm(jit=Jit.C1_ONLY))

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, create_engine
 from services.web.app import create_app
 from services.web.health import KafkaUnavailable, WorkerHealth
 from services.web.history import History
+from services.web.tables import MIGRATIONS
 from shared import background
 from shared import config as config_module
 from shared.config import ConfigError
@@ -49,7 +50,7 @@ def migrate_in_background(database_url: str, server: Server) -> None:
     def run() -> None:
         engine = create_engine(database_url, pool_pre_ping=True)
         try:
-            postgres_outage(server.stopping).retry(lambda: migrate(engine))
+            postgres_outage(server.stopping).retry(lambda: migrate(engine, MIGRATIONS))
         except StopRequested:
             pass
         except ConfigError as refusal:

@@ -1,7 +1,7 @@
 """What the dashboard reads from Postgres, one function per question.
 
 Each takes a connection of a read-only session and returns plain dicts ready
-for JSON. Every query is bounded by an index (migrations.py): the primary key
+for JSON. Every query is bounded by an index (tables.py): the primary key
 (window_start, word), windowed_counts_by_word, window_totals', alert_outbox's
 id and created_at.
 """

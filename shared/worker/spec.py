@@ -80,7 +80,7 @@ class Worker:
     read_headers: bool = False  # its records have the `headers` column
     warm_up: WarmUp | None = None
     # Its own tables: (name, SQL) steps applied once each, in order, after
-    # the project's (shared.migrations), as it starts. Name each after what
+    # the framework's (shared.migrations), as it starts. Name each after what
     # it makes: the names share one table with every other worker's.
     migrations: tuple[tuple[str, str], ...] = ()
     # Its driver's JVM: young generation and JIT, each worker's measured

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from devstack.postgres import postgres_url, windowed_counts
 from services.aggregator import topology
 from services.aggregator import worker as aggregator
+from services.aggregator.tables import MIGRATIONS
 from services.aggregator.topology import run_thresholds
 from shared.events import EVENT_TIME_DIGITS, PLACE_FIELDS
 from shared.migrations import migrate
@@ -212,7 +213,7 @@ def test_counts_copied_in_parts_reach_postgres_whole(spark, database_url, monkey
     result = topology.summary(groups)
     engine = engine_for(postgres_url(database_url))
     try:
-        migrate(engine)
+        migrate(engine, MIGRATIONS)
         with engine.begin() as connection:
             aggregator.add_counts(connection, groups, result, 10)
     finally:

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from devstack.kafka_io import end_offsets, produce, read_all
 from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import KEEP_WINDOWS_SECONDS, AlertPublisher, payload, record_failures
+from services.anomaly_detector.tables import MIGRATIONS
 from shared.config import load
 from shared.migrations import migrate
 from shared.worker.progress import engine_for
@@ -28,7 +29,7 @@ CONFIG = SimpleNamespace(email_threshold=50, urgent_threshold=100, window_second
 def batch(database_url):
     """Records one batch's failure counts in its own transaction, as the detector does."""
     engine = engine_for(postgres_url(database_url))
-    migrate(engine)
+    migrate(engine, MIGRATIONS)
 
     def record(*parts):
         with engine.begin() as connection:
@@ -90,7 +91,7 @@ def outbox_rows(engine, users):
 
 def test_an_alert_sent_but_not_marked_is_found_on_the_topic_not_sent_again(stack, prefix, database_url):
     engine = engine_for(postgres_url(database_url))
-    migrate(engine)
+    migrate(engine, MIGRATIONS)
     kafka = load(stack.environment(prefix)).kafka
     topic = prefix + "alerts"
     produce(stack, topic, ["foreign", "foreign"], headers=[[("alert_id", b"not-a-number")], []])

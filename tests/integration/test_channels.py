@@ -13,6 +13,7 @@ from devstack.certificates import CertificateAuthority
 from devstack.postgres import postgres_url, query
 from services.anomaly_detector.alerts import payload
 from services.anomaly_detector.channels import ChannelDelivery, Email, PagerDuty
+from services.anomaly_detector.tables import MIGRATIONS
 from shared.migrations import migrate
 from shared.worker.progress import engine_for
 from tests.channel_servers import EventsApiServer, SmtpServer
@@ -68,7 +69,7 @@ def test_a_certificate_from_an_unknown_ca_or_for_another_host_gets_no_login(trus
 def test_hostile_user_ids_are_delivered_and_a_refused_alert_is_set_aside(
         database_url, trusted_ca, smtp_servers, capsys):
     engine = engine_for(postgres_url(database_url))
-    migrate(engine)
+    migrate(engine, MIGRATIONS)
     users = [*HOSTILE_USERS, "refused"]
     with engine.begin() as connection:
         connection.execute(text(

@@ -68,17 +68,17 @@ def test_a_host_off_loopback_is_reached_over_tls_and_a_named_ca_is_verified(tls_
     (tmp_path / "ca.pem").write_text(ca.cert_pem)
     verified = off_loopback(plain_url, sslrootcert=tmp_path / "ca.pem")
     assert session_ssl(verified) is True
-    done = run("shared.migrations", verified)
+    done = run("services.release", verified)
     assert done.returncode == 0 and "event=migrated" in done.stdout, done.stderr
 
     (tmp_path / "other.pem").write_text(CertificateAuthority("another-ca").cert_pem)
-    done = run("shared.migrations", off_loopback(plain_url, sslrootcert=tmp_path / "other.pem"))
+    done = run("services.release", off_loopback(plain_url, sslrootcert=tmp_path / "other.pem"))
     assert (done.returncode, done.stderr.splitlines()) == (
         1, ["config error: DATABASE_URL names a server whose certificate did not verify"])
 
 
 @pytest.mark.parametrize("module, environment", [
-    ("shared.migrations", {}),
+    ("services.release", {}),
     ("services.web", {"DASHBOARD_PASSWORD": "pw", "PORT": "free"}),
     ("services.aggregator", {}),
 ])

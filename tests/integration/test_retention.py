@@ -11,6 +11,7 @@ from services.aggregator import worker as aggregator
 from services.anomaly_detector import worker as anomaly_detector
 from services.anomaly_detector.alerts import payload
 from services.anomaly_detector.channels import ChannelDelivery, PagerDuty
+from services.release import STEPS as RELEASE_STEPS
 from shared import retention
 from shared.migrations import migrate
 from shared.worker.progress import engine_for
@@ -19,7 +20,7 @@ from tests.channel_servers import EventsApiServer
 
 def migrated_engine(database_url):
     engine = engine_for(postgres_url(database_url))
-    migrate(engine)
+    migrate(engine, RELEASE_STEPS)
     return engine
 
 

@@ -36,7 +36,7 @@ def procfile(name="Procfile"):
 
 def test_procfile_runs_the_contracts_processes():
     assert set(procfile()) == WORKERS | {"release", "web"}
-    assert procfile()["release"] == ["python", "-m", "shared.migrations"]
+    assert procfile()["release"] == ["python", "-m", "services.release"]
     assert procfile()["web"] == ["python", "-m", "services.web"]
     # The registry declares the same workers, and each runs its own module.
     assert {worker.process_type: ["python", "-m", worker.module] for worker in REGISTRY.values()} == {
