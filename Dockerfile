@@ -1,4 +1,4 @@
-# One image for the three workers, the release step and the generators.
+# One image for the three workers, the release step, the topics and the generators.
 # Built for docker-compose; on Heroku the buildpacks of app.json build the slug
 # the same way: requirements.txt, then bin/post_compile. The Python of
 # .python-version (3.13), and the Java of system.properties (17).
@@ -18,8 +18,8 @@ COPY bin bin
 COPY jvm jvm
 COPY shared shared
 COPY services services
-# The generators of input (compose's `generators` profile): dev tools, never in the slug.
+# The generators of input (compose's `generators` profile) and the topics' creation: dev tools, never in the slug.
 COPY devstack devstack
 # After the code: the class-data archive is made by running the topologies.
 RUN bin/post_compile
-CMD ["python", "-m", "shared.migrations"]
+CMD ["python", "-m", "services.release"]

@@ -48,7 +48,7 @@ from kafka.admin import (
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from devstack.certificates import CertificateAuthority
-from shared.config import TOPICS
+from services.workers import TOPICS
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER_JARS = ROOT / "jars" / "kafka-broker"
@@ -223,9 +223,11 @@ class KafkaBroker:
     def admin(self):
         return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
 
-    def create_topics(self, prefix="", partitions=2, names=TOPICS):
-        """Create `<prefix><name>` topics and, on a Heroku-like broker, grant
-        the app's principal Heroku's rights on the prefix."""
+    def create_topics(self, prefix="", partitions=2, names=None):
+        """Create `<prefix><name>` topics (by default every worker's:
+        services.workers.TOPICS) and, on a Heroku-like broker, grant the
+        app's principal Heroku's rights on the prefix."""
+        names = TOPICS if names is None else names
         with self.admin() as admin:
             try:
                 admin.create_topics(

@@ -30,7 +30,6 @@ from dotenv import load_dotenv
 
 from shared.logs import log
 
-TOPICS = ("textlines", "words", "loglines", "alerts")
 D = TypeVar("D", int, None)
 
 

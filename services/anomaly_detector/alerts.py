@@ -25,6 +25,8 @@ from shared.config import Config, KafkaConfig
 from shared.logs import log
 from shared.topic_reader import TopicReader
 
+ALERTS_TOPIC = "alerts"  # the alerts' topic, without the prefix
+
 Counts = dict[tuple[str, int], int]  # (user, window start in epoch seconds) -> failed logins
 
 
@@ -126,7 +128,7 @@ class AlertPublisher:
     def __init__(self, engine: Engine, kafka: KafkaConfig, stop_requested: threading.Event) -> None:
         self.engine = engine
         self.kafka = kafka
-        self.topic = kafka.topic("alerts")
+        self.topic = kafka.topic(ALERTS_TOPIC)
         self.stop_requested = stop_requested
         self.producer = KafkaProducer(**kafka.kafka_python_kwargs(), acks="all", linger_ms=0)
         self._wake = threading.Event()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pyspark.sql import DataFrame, Row, SparkSession
 from sqlalchemy import Connection
 
-from services.anomaly_detector.alerts import AlertPublisher, Counts, record_failures
+from services.anomaly_detector.alerts import ALERTS_TOPIC, AlertPublisher, Counts, record_failures
 from services.anomaly_detector.channels import ChannelDelivery, configured_channels
 from services.anomaly_detector.tables import MIGRATIONS
 from services.anomaly_detector.topology import (
@@ -54,6 +54,7 @@ class FailedLogins(PostgresSink[Counted]):
 
     # Batches back to back (not STEADY_TRIGGER): an alert is due within a second.
     trigger = BACK_TO_BACK
+    topics = (ALERTS_TOPIC,)  # the publisher's
 
     config: Config
     publisher: AlertPublisher

@@ -81,6 +81,9 @@ class PostgresSink(Generic[S]):
     # Given, a steady batch that ends early holds on until the next may begin
     # that far past a second (shared.worker.query_run.QueryRun.pace).
     phase_s: ClassVar[float | None] = None
+    # The topics it writes to besides Postgres (without the prefix), made
+    # with the worker's input topic by the setup (services/workers.py).
+    topics: ClassVar[tuple[str, ...]] = ()
 
     def open(self, context: Context) -> None:
         """Once per process, on the main thread, before the first query."""

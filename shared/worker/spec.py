@@ -95,6 +95,13 @@ class Worker:
         return "postgres" if isinstance(self.sink, PostgresSink) else "group"
 
     @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics it reads and writes, without the prefix: what the
+        setup creates for it (services/workers.py)."""
+        written = (self.sink.topic,) if isinstance(self.sink, KafkaSink) else self.sink.topics
+        return (self.topic, *written)
+
+    @property
     def module(self) -> str:
         """The module `python -m` runs it as (the Procfile's command)."""
         return f"services.{self.name.replace('-', '_')}"

@@ -13,7 +13,8 @@ from sqlalchemy import create_engine, text
 
 from devstack.kafka_io import produce, read_all
 from devstack.local_stack import ROOT, wait_until
-from shared.config import TOPICS, load
+from services.workers import TOPICS
+from shared.config import load
 
 
 def test_contract_topics_exist_under_the_prefix(stack, prefix):
@@ -22,6 +23,14 @@ def test_contract_topics_exist_under_the_prefix(stack, prefix):
     assert {prefix + name for name in TOPICS} <= topics
     produce(stack, prefix + "textlines", ["hello"])
     assert [r.value for r in read_all(stack, prefix + "textlines", 1)] == [b"hello"]
+
+
+def test_compose_creates_the_workers_topics_once(stack):
+    done = [subprocess.run([sys.executable, "-m", "devstack.create_topics", stack.broker.bootstrap, "1"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout for _ in range(2)]
+    with stack.broker.admin() as admin:
+        assert set(TOPICS) <= set(admin.list_topics())
+    assert done[1] == "created topics: none\n"  # the second run finds them all
 
 
 def test_topics_are_not_created_automatically(stack, prefix):

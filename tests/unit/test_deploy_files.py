@@ -6,15 +6,17 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from devstack.local_stack import ROOT
+from services.workers import GROUPS, TOPICS
 from services.workers import WORKERS as REGISTRY
 from shared import spark
-from shared.config import TOPICS, SparkConfig
+from shared.config import SparkConfig
 from shared.jvm_options import Jit
 
 WORKERS = {"text_processor_worker", "aggregator_worker", "anomaly_detector_worker"}
@@ -23,6 +25,17 @@ CONTRACT_VARIABLES = {
     "KAFKA_ADDON", "DATABASE_URL", "WINDOW_SECONDS", "ANOMALY_URGENT_THRESHOLD", "ANOMALY_EMAIL_THRESHOLD",
     "RETENTION_HOURS", "DASHBOARD_PASSWORD",
 }
+
+CONTRACT = (ROOT / "docs" / "contract.md").read_text()
+# The contract's topic table: | `textlines` | any | a line of text, UTF-8 | ...
+CONTRACT_TOPICS = re.findall(r"^\| `([a-z]+)` \|", CONTRACT.split("| topic | key | value |")[1].split("\n\n")[0],
+                             re.MULTILINE)
+
+
+def test_the_workers_declare_the_contracts_topics_and_consumer_groups():
+    assert set(TOPICS) == set(CONTRACT_TOPICS) == {"textlines", "words", "loglines", "alerts"}
+    groups = re.search(r"Consumer group ids: (.*?)\.\n", CONTRACT, re.DOTALL)[1]
+    assert sorted(f"<prefix>{group}" for group in GROUPS) == sorted(re.findall(r"`([^`]+)`", groups))
 
 
 def procfile(name="Procfile"):
@@ -87,12 +100,13 @@ def test_compose_runs_the_tests_kafka_39_postgres_the_topics_and_the_procfiles_w
     broker = re.search(r"<artifactId>kafka_2.13</artifactId>\s*<version>([\d.]+)</version>",
                        (ROOT / "jvm" / "kafka-broker" / "pom.xml").read_text())[1]
     assert broker.startswith("3.9.")  # the version Apache Kafka on Heroku offers
-    assert services["kafka"]["image"] == services["topics"]["image"] == f"apache/kafka:{broker}"
+    assert services["kafka"]["image"] == f"apache/kafka:{broker}"
     assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert services["kafka"]["environment"]["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
     assert services["postgres"]["image"].startswith("postgres:")
-    creates = " ".join(services["topics"]["command"])
-    assert all(topic in creates for topic in TOPICS)
+    # The workers' own topics (services.workers.TOPICS: tests/integration/test_local_stack.py runs it).
+    assert services["topics"]["build"] == "."
+    assert services["topics"]["command"] == ["python", "-m", "devstack.create_topics", "kafka:9092", "4"]
     for worker in WORKERS:
         service = services[worker]
         assert service["command"] == procfile()[worker]
@@ -110,11 +124,13 @@ def test_compose_runs_the_tests_kafka_39_postgres_the_topics_and_the_procfiles_w
 
 
 FAKE_HEROKU = """#!/usr/bin/env bash
-# Stands in for the Heroku CLI: records each call, answers like a new app.
+# Stands in for the Heroku CLI: records each call, answers like a new app
+# that has been pushed; `heroku run -- python -m services.workers` runs here.
 echo "$*" >> "$HEROKU_CALLS"
 case "$1" in
   config:get) [ "$2" = KAFKA_PREFIX ] && echo "$FAKE_KAFKA_PREFIX" ;;
   releases) echo "v5  Deploy 1a2b3c4  someone@example.com" ;;
+  run) [ "${*: -1}" = services.workers ] && cd "$FAKE_ROOT" && "$FAKE_PYTHON" -m services.workers ;;
 esac
 exit 0
 """
@@ -127,7 +143,7 @@ def heroku_setup(tmp_path, prefix, plan=None):
     cli.chmod(0o755)
     calls = tmp_path / "calls"
     env = {"PATH": os.environ["PATH"], "HEROKU": str(cli), "HEROKU_CALLS": str(calls),
-           "FAKE_KAFKA_PREFIX": prefix}
+           "FAKE_KAFKA_PREFIX": prefix, "FAKE_ROOT": str(ROOT), "FAKE_PYTHON": sys.executable}
     subprocess.run([ROOT / "bin" / "heroku-setup", "my-app", *([plan] if plan else [])],
                    env=env, check=True, capture_output=True)
     return calls.read_text().splitlines()
@@ -139,8 +155,10 @@ def test_heroku_setup_on_a_basic_plan_creates_topics_and_consumer_groups(tmp_pat
     assert "addons:create heroku-postgresql:essential-0 --as DATABASE --app my-app" in calls
     assert calls.index("kafka:wait --app my-app") < calls.index(
         "kafka:topics:create textlines --partitions 8 --app my-app")
-    for topic in TOPICS:
-        assert f"kafka:topics:create {topic} --partitions 8 --app my-app" in calls
+    created = [call for call in calls if call.startswith("kafka:topics:create")]
+    assert created == [f"kafka:topics:create {topic} --partitions 8 --app my-app" for topic in CONTRACT_TOPICS]
+    assert calls.index("run --no-tty --exit-code --app my-app -- python -m services.workers") < calls.index(
+        created[0])
     groups = [call.split()[1] for call in calls if call.startswith("kafka:consumer-groups:create")]
     assert groups == [process.replace("_worker", "").replace("_", "-") + "-app"
                       for process in ("text_processor_worker", "aggregator_worker",
@@ -158,7 +176,7 @@ def test_heroku_setup_on_a_dedicated_plan_leaves_consumer_groups_to_kafka(tmp_pa
     calls = heroku_setup(tmp_path, prefix="", plan="standard-0")
     assert "addons:create heroku-kafka:standard-0 --as KAFKA --app my-app" in calls
     assert not [call for call in calls if call.startswith("kafka:consumer-groups:create")]
-    assert sum(call.startswith("kafka:topics:create") for call in calls) == len(TOPICS)
+    assert sum(call.startswith("kafka:topics:create") for call in calls) == len(CONTRACT_TOPICS)
 
 
 def imports(path, packages):
