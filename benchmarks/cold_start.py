@@ -54,7 +54,8 @@ def report_each_backlog(case: str, prefix: str, run: Callable[[Worker, int, Any,
                first_commit_s_max=max(run["first_commit_s"] for run in runs))
 
 
-def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, prefix: str) -> dict[str, float]:
+def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, prefix: str,
+             environment: dict[str, str] | None = None) -> dict[str, float]:
     topic, total = backlog(stack, prefix, worker, records, count)
     group = f"{prefix}{worker.name}-app"
 
@@ -63,8 +64,8 @@ def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, pr
             return int(stored_offsets(engine, group) or 0)
         return sum(committed_offsets(stack, group, topic).values())
 
-    return timed_drain(lambda: MeasuredWorker(worker.module, stack.environment(prefix), f"{folder}/{prefix}log"),
-                       progress, total)
+    return timed_drain(lambda: MeasuredWorker(worker.module, {**stack.environment(prefix), **(environment or {})},
+                                              f"{folder}/{prefix}log"), progress, total)
 
 
 def backlog(stack, prefix: str, worker: Worker, records, count: int) -> tuple[str, int]:

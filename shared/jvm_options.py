@@ -6,6 +6,7 @@ from enum import Enum
 from pathlib import Path
 
 from shared.config import MIN_SPARK_MEMORY_MB
+from shared.levers import LEVERS
 
 # Where a dyno (or a container) finds its memory limit: cgroup v1, then v2.
 CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max")
@@ -67,7 +68,7 @@ class DriverJvm:
 
     def options(self) -> list[str]:
         return [f"-Xms{self.young_generation_mb + INITIAL_OLD_GENERATION_MB}m", f"-Xmn{self.young_generation_mb}m",
-                *self.jit.value]
+                *(self.jit.value if LEVERS.jit else ())]
 
 
 def driver_memory(configured: str = "", limit_files: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> str:

@@ -13,7 +13,9 @@ from typing import Any
 Offsets = dict[int, int]  # partition -> next offset
 EARLIEST, LATEST = -2, -1  # Spark's startingOffsets for a partition with no stored offset
 Ranges = dict[int, tuple[int, int]]  # partition -> (first offset, next offset)
-NOT_GIVEN = "null"  # offsets a progress report does not give (a first batch's start), as its JSON says
+# Offsets a progress report does not give (a first batch's start): its JSON
+# says "null", PySpark's own adapter (shared.levers' json_listener off) str(None).
+NOT_GIVEN = ("null", "None")
 
 
 def parse(spark_json: str) -> Offsets:
@@ -31,7 +33,7 @@ def end_offsets(progress: Any) -> Offsets:
 def lag(progress: Any) -> int:
     """Records available past where the micro-batch ended."""
     (source,) = progress.sources
-    if source.latestOffset == NOT_GIVEN:
+    if source.latestOffset in NOT_GIVEN:
         return 0
     end = end_offsets(progress)
     return sum(max(0, latest - end.get(partition, 0)) for partition, latest in parse(source.latestOffset).items())
@@ -43,7 +45,7 @@ def unread_ranges(progress: Any, starting_offsets: Offsets) -> Ranges:
     markers, which take offsets too). `starting_offsets`: where the query
     began, for its first batch."""
     (source,) = progress.sources
-    start = starting_offsets if source.startOffset == NOT_GIVEN else parse(source.startOffset)
+    start = starting_offsets if source.startOffset in NOT_GIVEN else parse(source.startOffset)
     ranges = {partition: (first, end) for partition, end in end_offsets(progress).items()
               if (first := start.get(partition, -1)) >= 0}
     if progress.numInputRows >= sum(end - first for first, end in ranges.values()):

@@ -14,11 +14,13 @@ from pathlib import Path
 import pyspark
 from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from shared.config import KafkaConfig, SparkConfig
 from shared.driver_launch import start_gateway
 from shared.jvm_options import JVM_MEMORY_OPTIONS, DriverJvm, driver_memory
+from shared.levers import LEVERS
 from shared.py4j_names import remember_jvm_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +88,10 @@ def launch_jvm(app_name: str, config: SparkConfig, jvm: DriverJvm) -> JavaGatewa
     `session` makes the SparkContext on it. Its configuration is on its
     command line, where any process of the host can read it: no secret goes
     there."""
-    return start_gateway(_options(app_name, config, jvm), spark_home())
+    options = _options(app_name, config, jvm)
+    if not LEVERS.driver_command:  # through Spark's launcher, as PySpark starts it (SIGTERM then reaches the JVM too)
+        return launch_gateway(SparkConf().setAll(list(options.items())))
+    return start_gateway(options, spark_home())
 
 
 def _options(app_name: str, config: SparkConfig, jvm: DriverJvm) -> dict[str, str]:

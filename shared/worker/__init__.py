@@ -10,6 +10,10 @@ signal first, then the declaration, the configuration and Spark's JVM
 (shared.worker.launch); the rest of the lifecycle is imported while the
 JVM starts.
 
+What makes a worker start and answer sooner than this lifecycle alone (a
+warm-up, a small first batch, a phase, ...) is a lever: each one a switch
+in shared.levers, on by default, and the lifecycle runs with all of them off.
+
 States and transitions of a process (shared.worker.runner):
 
     starting ──> joining ──> running a query run ──┬──> (next run) ...

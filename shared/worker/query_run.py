@@ -36,6 +36,7 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent, QueryTerminatedEvent
 
+from shared.levers import LEVERS
 from shared.logs import log
 from shared.offsets import Offsets, Ranges, end_offsets, lag, unread_ranges
 from shared.worker import errors
@@ -248,7 +249,9 @@ class BatchListener(StreamingQueryListener):
     @property
     def _jlistener(self) -> JavaObject:
         """What `spark.streams.addListener` registers with Spark: JsonReports
-        instead of PySpark's own adapter."""
+        instead of PySpark's own adapter (unless the lever is off)."""
+        if not LEVERS.json_listener:
+            return super()._jlistener
         if self._java is None:
             assert SparkContext._jvm is not None
             wrapper = getattr(SparkContext._jvm, "org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper")

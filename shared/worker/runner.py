@@ -25,6 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 from shared import background
 from shared import config as config_module
 from shared import spark as spark_module
+from shared.levers import LEVERS
 from shared.logs import log
 from shared.migrations import migrate
 from shared.offsets import Offsets
@@ -96,7 +97,8 @@ def start(worker: Worker, launched: Launched, runs: Runs,
     spark = driver.session
     # Not on a cluster: a job waiting there for executors would hold the stop.
     warming = None
-    if worker.warm_up and not joining.done() and not config.spark.on_cluster and not stop_requested.is_set():
+    if (LEVERS.warm_up and worker.warm_up and not joining.done() and not config.spark.on_cluster
+            and not stop_requested.is_set()):
         warm_up = worker.warm_up
         warming = WarmingUp(spark, lambda: warm_up(spark, config))
         resources.callback(warming.end)
@@ -148,7 +150,7 @@ def start_query(worker: Worker, context: Context, run: QueryRun, source: DataFra
         return sink.summarize(topology(batch, run_bits) if topology else batch, records)
 
     write_batch = foreach_batch(context.postgres, context.batch_size, run, checkpoint, summarize, sink.write,
-                                sink.after_commit, sink.phase_s)
+                                sink.after_commit, sink.phase_s if LEVERS.phase else None)
     return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=run.trigger(sink.trigger))
             .option("checkpointLocation", checkpoint).start())
 
@@ -244,7 +246,7 @@ class Supervisor:
 
     def run(self) -> None:
         history = History()
-        cold = True  # until a run has stored a batch
+        cold = LEVERS.small_first_batch  # until a run has stored a batch
         while (partitions := self.member.wait_for_partitions()) is not None:
             if self.warming:
                 self.warming.cut()  # the query needs the cores now

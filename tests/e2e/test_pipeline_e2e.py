@@ -2,8 +2,10 @@
 the real workers on the real broker and Postgres: every line's words counted
 once in Postgres, whatever happens to the text processor or the broker."""
 
+import re
 import signal
 import time
+from pathlib import Path
 
 from kafka.admin import (
     ACL,
@@ -50,6 +52,19 @@ def test_text_processor_killed_inside_a_batch_counts_every_word_once(stack, pref
     batch_lines = wait_for_exact_counts(stack, prefix, database_url, aggregator, lines)
     assert words_written(stack, prefix) > processed_words, "the restart re-sent nothing"
     assert_repeats_were_dropped(batch_lines)
+
+
+def test_with_every_lever_off_the_workers_count_every_line_once(stack, prefix, database_url, workers):
+    lines = make_lines(2 * BATCH_LINES)
+    send(stack, prefix, lines)
+    started = [workers.start(module, LEVERS_OFF="all") for module in ("services.text_processor", "services.aggregator")]
+    wait_for_exact_counts(stack, prefix, database_url, started[1], lines)
+    for worker in started:  # provably off: no JIT option of the worker's own, and Spark's launcher ran
+        (jvm,) = [program for program in worker.programs() if program.name() == "java"]
+        assert not [option for option in jvm.cmdline() if option.startswith(("-XX:Tier4", "-XX:CompilerDirectives"))]
+        ignored = int(re.search(r"SigIgn:\s*([0-9a-f]+)", Path(f"/proc/{jvm.pid}/status").read_text())[1], 16)
+        assert not ignored & 1 << (signal.SIGTERM - 1)  # the written command's JVM ignores SIGTERM; the launcher's not
+        assert_no_stack_trace(worker.output())
 
 
 def acl_write(prefix):
