@@ -69,9 +69,10 @@ def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, pr
 
 
 def backlog(stack, prefix: str, worker: Worker, records, count: int) -> tuple[str, int]:
-    """Fresh topics of PARTITIONS partitions, `count` records preloaded on
-    the worker's input; that topic's name and its records."""
-    stack.broker.create_topics(prefix, partitions=PARTITIONS)
+    """Fresh topics of PARTITIONS partitions (the worker's own: a case of
+    many runs made a broker of thousands of partitions otherwise), `count`
+    records preloaded on the worker's input; that topic's name and its records."""
+    stack.broker.create_topics(prefix, partitions=PARTITIONS, names=worker.topics)
     topic = prefix + worker.topic
     spark_preload(stack, topic, records, count)
     return topic, sum(end_offsets(stack, topic).values())

@@ -2,7 +2,9 @@
 started cold on a backlog, as cold_start starts it, with every lever on and
 with one lever off (LEVERS_OFF), in turns, RUNS times each: the same hour
 for both. Medians, on and off, of the seconds to the first committed
-progress and to the backlog drained, and the CPU seconds to drained.
+progress and to the backlog drained, and the CPU seconds to drained, with
+each one's spread (largest less smallest run): a difference within the
+spreads is not the lever's.
 
 The backlogs are cold_start's at BENCH_LEVERS_SCALE (0.25 unless told);
 BENCH_LEVERS names the levers (all unless told), BENCH_COLD_WORKERS the
@@ -37,6 +39,9 @@ def main() -> None:
                         environment = {"LEVERS_OFF": lever} if state == "off" else {}
                         runs[state].append(cold_run(stack, engine, folder, worker, count, records,
                                                     f"lever-{lever}-{state}-{name}-{n}.", environment))
-                report("levers", lever=lever, worker=name, records=count, runs=RUNS,
-                       **{f"{figure}_{state}": statistics.median(run[figure] for run in runs[state])
-                          for state in runs for figure in FIGURES})
+                figures = {}
+                for state, figure in ((state, figure) for state in runs for figure in FIGURES):
+                    values = [run[figure] for run in runs[state]]
+                    figures[f"{figure}_{state}"] = statistics.median(values)
+                    figures[f"{figure}_{state}_spread"] = max(values) - min(values)
+                report("levers", lever=lever, worker=name, records=count, runs=RUNS, **figures)
