@@ -29,7 +29,7 @@ States and transitions of a process (shared.worker.runner):
 What ends a query run (lifecycle.Ended), and who says so:
 
     STOPPED      SIGTERM/SIGINT (shared.worker.launch.StopSignal), or Postgres away at a stop (foreachBatch)
-    REVOKED      a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke, inside poll)
+    REVOKED      a rebalance (GroupMember.on_partitions_revoked -> Runs.revoke on a thread of its own, inside poll)
     RESIZED      a batch measured a new size (foreachBatch, shared.worker.exactly_once)
     FIRST_BATCH  a cold process's small first run stored its batch (Supervisor.supervise)
     FAILED       the query failed, or foreachBatch gave a batch up (an outage, a fenced batch)

@@ -11,10 +11,12 @@ Threads: the main thread owns the member and its consumer (kafka-python's
 consumer is not thread-safe): every method runs there, except `report`
 and `report_unread`, which Spark's listener thread calls and which only
 hand their argument over under the lock, for the next `poll` to act on.
-kafka-python runs the consumer's network, heartbeats included, on an IO
-thread of its own, and calls the rebalance callbacks there while the main
-thread waits inside `poll`: a callback that blocks (a revoke waits for the
-running batch) holds the heartbeats too, within the session timeout.
+kafka-python runs the consumer's network, heartbeats included, on an event
+loop of its own, and awaits the rebalance callbacks there while the main
+thread waits inside `poll`. They are coroutines that never block the loop:
+a revoke, which waits for the running batch, stops the run on a thread of
+its own (`revoke`) and yields to the loop until that is done, so the
+heartbeats go on meanwhile.
 
 In a rebalance Kafka takes every partition back before handing any out:
 `on_partitions_revoked` (inside `poll`) calls `on_revoke`, which stops the
@@ -38,12 +40,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import MemberToRemove
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError, NoError
+from kafka.net.selector import KernelEvent
 from kafka.structs import OffsetAndMetadata
 
-from shared import commit_note
+from shared import background, commit_note
 from shared.config import KafkaConfig
 from shared.levers import LEVERS
 from shared.logs import log
@@ -70,9 +74,11 @@ WAITING_POLL_S = 0.05
 # that are away. The last commit and the leave draw on the stop's budget
 # (shared.worker.stop_budget).
 STOP_STEP_TIMEOUT_MS = 4_000
+# How often a revoke looks whether the run it stops has stopped.
+REVOKE_CHECK_S = 0.05
 
 
-class GroupMember(ConsumerRebalanceListener):
+class GroupMember(AsyncConsumerRebalanceListener):
     def __init__(self, kafka: KafkaConfig, app: str, topic: str, stop_requested: threading.Event,
                  on_revoke: Callable[[], Offsets | None] = lambda: None) -> None:
         self.topic = kafka.topic(topic)
@@ -260,20 +266,22 @@ class GroupMember(ConsumerRebalanceListener):
         with self._lock:
             self._unread.append(ranges)
 
-    # kafka-python's rebalance callbacks, on its IO thread while the main thread waits in poll().
+    # kafka-python's rebalance callbacks, awaited on its event loop while the main thread waits in poll().
 
-    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         with self._lock:
             self.partitions = None
             self._revocations += 1
             accepting, self._accepting = self._accepting, None
         if accepting is not None:
-            last = self._on_revoke()  # blocks up to the graceful stop, within the session timeout
+            stopping = background.call(self._on_revoke, name="revoke")  # up to the graceful stop's budget
+            while not stopping.done():
+                await KernelEvent("_sleep", REVOKE_CHECK_S)  # the loop's own sleep: heartbeats go on
             log("partitions_revoked", group=self.group_id)
-            self.commit(last or {})
+            self.commit(stopping.result() or {})
         self._flush()
 
-    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         self._consumer.pause(*assigned)
         partitions = tuple(sorted(tp.partition for tp in assigned if tp.topic == self.topic))
         with self._lock:

@@ -17,7 +17,7 @@ Threads:
   calls `abandon`, `end`, `report` and `pace` while a batch runs;
 - Spark's listener thread calls BatchListener's methods after each batch,
   and as the query terminates;
-- kafka-python's IO thread calls `Runs.revoke` in a rebalance.
+- the member's `revoke` thread calls `Runs.revoke` in a rebalance (shared.worker.group_member).
 Every field those threads share is behind the run's lock; a stop asked for
 (`stop_gracefully`, or the run ending) is an event a paced batch waits on.
 """
@@ -208,10 +208,10 @@ class Runs:
             return self._by_id.get(run_id)
 
     def revoke(self) -> Offsets | None:
-        """The group is taking this copy's partitions (on kafka-python's IO
-        thread, while the main thread waits in the member's poll): the
-        current run's batch finishes, its query stops, and where it ended is
-        committed."""
+        """The group is taking this copy's partitions (on the member's
+        `revoke` thread, while the main thread waits in the member's poll):
+        the current run's batch finishes, its query stops, and where it
+        ended is committed."""
         run = self.current
         if run is None or run.query is None or not run.query.isActive:
             return None

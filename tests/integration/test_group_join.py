@@ -4,12 +4,14 @@ no poll waits for it gives its partitions at the next poll
 metadata did; the offsets it reads for a cold start's backlog."""
 
 import threading
+import time
 import uuid
 
 from devstack.kafka_io import produce
 from devstack.local_stack import wait_until
 from shared.config import load
 from shared.offsets import EARLIEST, LATEST
+from shared.worker import group_member
 from shared.worker.group_member import GroupMember
 
 
@@ -61,3 +63,40 @@ def test_the_offset_ranges_of_a_backlog_begin_at_a_stored_offset_the_earliest_or
         assert member.offset_ranges({0: LATEST, 1: 1}) == {0: (5, 5), 1: (1, 3)}
     finally:
         member.close()
+
+
+def test_a_revoke_that_waits_longer_than_the_session_keeps_the_member_in_the_group(stack, prefix, monkeypatch):
+    """Its heartbeats go on while its run stops: the revoke runs off kafka-python's loop."""
+    monkeypatch.setattr(group_member, "SESSION_TIMEOUT_MS", 6_000)  # the broker's least
+    kafka = load(stack.environment(prefix)).kafka
+    batch_done, stop_polling = threading.Event(), threading.Event()
+    first = GroupMember(kafka, "text-processor", "textlines", threading.Event(),
+                        on_revoke=lambda: {} if batch_done.wait(15) else None)  # a batch longer than the session
+    second = None
+
+    def first_main_loop() -> None:  # the first copy's main thread: its poll runs the revoke
+        while not stop_polling.is_set():
+            first.poll(0.1)
+    polling = threading.Thread(target=first_main_loop)
+    try:
+        wait_until(lambda: poll_at_once(first), 30, "the first member's partitions")
+        assert first.begin_run("a run")
+        second = GroupMember(kafka, "text-processor", "textlines", threading.Event())
+        polling.start()
+        wait_until(lambda: (second.poll(0.1), first.partitions)[1] is None, 30, "the rebalance's revoke")
+        deadline = time.monotonic() + 8  # the revoke waits past the session timeout
+        while time.monotonic() < deadline:
+            second.poll(0.1)
+        batch_done.set()
+        wait_until(lambda: poll_at_once(second) and first.partitions, 30, "both members' partitions")
+        assert sorted((*first.partitions, *second.partitions)) == [0, 1]
+        expired = [line for line in stack.broker.group_events(prefix) if "has failed" in line or "expired" in line]
+        assert expired == []
+    finally:
+        batch_done.set()
+        stop_polling.set()
+        if polling.is_alive():
+            polling.join(10)
+        first.close()
+        if second:
+            second.close()

@@ -39,7 +39,7 @@ class Consumer:
     def poll(self, timeout_ms):
         self.timeouts_ms.append(timeout_ms)
         if len(self.timeouts_ms) == 3:
-            self.listener.on_partitions_assigned([TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 0)])
+            run_to_its_end(self.listener.on_partitions_assigned([TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 0)]))
         for callback, offsets in self._in_flight:
             callback(offsets, self.answers.pop(0) if self.answers else None)
         self._in_flight, self._sent = self._sent, []
@@ -48,6 +48,18 @@ class Consumer:
     def commit_async(self, offsets, callback):
         self.commits.append({tp.partition: meta.offset for tp, meta in offsets.items()})
         self._sent.append((callback, offsets))
+
+
+def run_to_its_end(callback):
+    """A rebalance callback run as kafka-python's loop runs it; the events it
+    awaits (the loop's sleeps) are over at once. How many times it yielded."""
+    yields = 0
+    try:
+        while True:
+            callback.send(None)
+            yields += 1
+    except StopIteration:
+        return yields
 
 
 def member_with_partitions(monkeypatch):
@@ -89,7 +101,7 @@ def test_a_failed_commit_is_not_sent_again_over_a_newer_one_nor_after_its_partit
     member.poll(0.05)  # 12 was sent after 10: only partition 1's again; 12 taken
     assert consumer.commits == [{0: 10, 1: 7}, {0: 12}, {1: 7}]
 
-    member.on_partitions_revoked([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+    run_to_its_end(member.on_partitions_revoked([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]))
     consumer.answers = [NodeNotReadyError()]
     member.poll(0.05)  # partition 1's refused after it left: the next owner repeats what it missed
     member.poll(0.05)
@@ -103,3 +115,21 @@ def test_a_commit_refused_for_good_is_not_sent_again(monkeypatch):
     for _ in range(3):
         member.poll(0.05)
     assert consumer.commits == [{0: 10}]
+
+
+def test_a_revoke_stops_the_run_off_kafka_pythons_loop_and_commits_where_it_ended(monkeypatch):
+    stopped = threading.Event()
+    monkeypatch.setattr(group_member, "KafkaConsumer", Consumer)
+    kafka = load({"KAFKA_URL": "kafka://127.0.0.1:1", "KAFKA_PREFIX": "t."}).kafka
+    member = GroupMember(kafka, "text-processor", "textlines", threading.Event(),
+                         on_revoke=lambda: {0: 5} if stopped.wait(5) else None)
+    member.wait_for_partitions()
+    assert member.begin_run("run")
+    revoking = member.on_partitions_revoked([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+    # While the run's stop waits (for its batch), the callback yields to the loop, which heartbeats on.
+    for _ in range(3):
+        assert revoking.send(None) is not None
+    stopped.set()
+    run_to_its_end(revoking)
+    member.poll(0.05)
+    assert member.partitions is None and member._consumer.commits == [{0: 5}]
