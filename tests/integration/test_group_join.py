@@ -79,7 +79,7 @@ def test_a_revoke_that_waits_longer_than_the_session_keeps_the_member_in_the_gro
             first.poll(0.1)
     polling = threading.Thread(target=first_main_loop)
     try:
-        wait_until(lambda: poll_at_once(first), 30, "the first member's partitions")
+        assert first.wait_for_partitions() == (0, 1)
         assert first.begin_run("a run")
         second = GroupMember(kafka, "text-processor", "textlines", threading.Event())
         polling.start()
