@@ -4,7 +4,9 @@ without it, each is one switch, on by default, and the lifecycle reads and
 runs with every one of them off: `LEVERS_OFF` names those to turn off,
 comma-separated, or `all` (for `make bench`'s `levers` case, which shows
 each one's worth, or to rule one out in production). Each switch below
-says in one line what its lever does, and where it was decided.
+says in one line what its lever does, and where it was decided. (The
+kafka-python join fix, shared.worker.kafka_join, is no lever: without it
+a copy may wait without partitions for good.)
 
 Read once per process, from its environment, when first imported.
 """
@@ -30,8 +32,6 @@ class Levers:
     jit: bool = True
     # Spark's batch reports cross Py4J as one JSON string, not field by field: docs/decisions/py4j.md
     json_listener: bool = True
-    # kafka-python keeps a join that finished between polls (off: a copy may idle): docs/decisions/kafka-python-join.md
-    kafka_join: bool = True
 
 
 NAMES = tuple(lever.name for lever in fields(Levers))

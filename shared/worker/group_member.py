@@ -49,15 +49,13 @@ from kafka.structs import OffsetAndMetadata
 
 from shared import background, commit_note
 from shared.config import KafkaConfig
-from shared.levers import LEVERS
 from shared.logs import log
 from shared.offsets import EARLIEST, LATEST, Offsets, Ranges
 from shared.outages import kafka_client, kafka_outage
 from shared.worker import kafka_join
 from shared.worker.stop_budget import budget_of
 
-if LEVERS.kafka_join:
-    kafka_join.install()  # before any consumer joins a group
+kafka_join.install()  # before any consumer joins a group
 
 # Above the longest graceful stop of a query (shared.worker.query_run):
 # handing partitions over waits for the running batch, and the member must
