@@ -40,8 +40,9 @@ def main() -> None:
                         runs[state].append(cold_run(stack, engine, folder, worker, count, records,
                                                     f"lever-{lever}-{state}-{name}-{n}.", environment))
                 figures = {}
-                for state, figure in ((state, figure) for state in runs for figure in FIGURES):
-                    values = [run[figure] for run in runs[state]]
-                    figures[f"{figure}_{state}"] = statistics.median(values)
-                    figures[f"{figure}_{state}_spread"] = max(values) - min(values)
+                for state in runs:
+                    for figure in FIGURES:
+                        values = [run[figure] for run in runs[state]]
+                        figures[f"{figure}_{state}"] = statistics.median(values)
+                        figures[f"{figure}_{state}_spread"] = max(values) - min(values)
                 report("levers", lever=lever, worker=name, records=count, runs=RUNS, **figures)

@@ -14,7 +14,8 @@ from services.workers import TOPICS
 def create_topics(bootstrap: str, partitions: int) -> list[str]:
     """The topics it created: those the broker did not have."""
     with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
-        missing = [topic for topic in TOPICS if topic not in set(admin.list_topics())]
+        existing = set(admin.list_topics())  # asked once, not once a topic
+        missing = [topic for topic in TOPICS if topic not in existing]
         if missing:
             admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1} for topic in missing},
                                 wait_for_metadata=True)
