@@ -56,8 +56,8 @@ slug: $(SLUG)/.built
 
 $(SLUG)/.built: $(VENV)/.installed requirements.txt system.properties .slugignore jvm/spark-connector.lock \
 		jvm/unused-spark-jars.txt jvm/java-modules.txt bin/build-slug bin/post_compile bin/prune-spark \
-		bin/fetch-connector-jars bin/link-java-runtime bin/spark-class-archive shared/spark.py shared/jvm_options.py shared/py4j_names.py shared/driver_launch.py \
-		shared/worker/spark_kafka.py shared/warm_up.py services/workers.py $(wildcard services/*/worker.py services/*/topology.py)
+		bin/fetch-connector-jars bin/link-java-runtime bin/spark-class-archive shared/spark.py shared/jvm_options.py shared/py4j_names.py \
+		$(wildcard shared/levers/*) shared/worker/spark_kafka.py services/workers.py $(wildcard services/*/worker.py services/*/topology.py)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHON=$(PY) bin/build-slug $(SLUG)
 	touch $@
 

@@ -2,11 +2,11 @@
 how it compiles (shared.worker.Worker.jvm chooses per worker)."""
 
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from shared.config import MIN_SPARK_MEMORY_MB
 from shared.levers import LEVERS
+from shared.levers.jit import Jit
 
 # Where a dyno (or a container) finds its memory limit: cgroup v1, then v2.
 CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max")
@@ -26,32 +26,6 @@ NO_LIMIT_BYTES = 2**40  # cgroup v1 reports "unlimited" as about 2**63
 JVM_MEMORY_OPTIONS = ("-XX:ReservedCodeCacheSize=64m", "-XX:TrimNativeHeapInterval=5000", "-XX:MaxHeapFreeRatio=50")
 INITIAL_OLD_GENERATION_MB = 64
 YOUNG_GENERATION_MB = 64
-
-
-# C2 compiles a method once it ran ten times as often as HotSpot's default
-# asks: a cold start's first seconds compiled hundreds of methods with C2
-# that the first batches ran a few times (the start's own code), on the same
-# 2 cores as those batches; the records' code, run millions of times, still
-# reaches C2 within seconds (docs/decisions/jit.md, "C2 ten times later,
-# with the records' code only").
-C2_LATER = ("-XX:Tier4InvocationThreshold=50000", "-XX:Tier4MinInvocationThreshold=6000",
-            "-XX:Tier4CompileThreshold=150000", "-XX:Tier4BackEdgeThreshold=400000")
-
-
-class Jit(Enum):
-    """How a driver's JVM compiles its hot code: HotSpot's C1 compiles at
-    once, its C2 later and better (docs/decisions/jit.md)."""
-
-    # C1, then C2 for the hottest code: the fastest code once warm.
-    TIERED = C2_LATER
-    # Tiered, but C2 leaves the code Spark runs per batch rather than per
-    # record (its planning, scheduling and task serialization:
-    # jit-directives.json) to C1: a third of C2's compiling went to that
-    # code, on the same 2 cores as the batches.
-    TIERED_RECORDS = (*C2_LATER, "-XX:+UnlockDiagnosticVMOptions",
-                      f"-XX:CompilerDirectivesFile={Path(__file__).with_name('jit-directives.json')}")
-    # C1 alone, every method compiled at once and without profiling.
-    C1_ONLY = ("-XX:TieredStopAtLevel=1",)
 
 
 @dataclass(frozen=True)

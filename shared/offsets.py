@@ -14,7 +14,7 @@ Offsets = dict[int, int]  # partition -> next offset
 EARLIEST, LATEST = -2, -1  # Spark's startingOffsets for a partition with no stored offset
 Ranges = dict[int, tuple[int, int]]  # partition -> (first offset, next offset)
 # Offsets a progress report does not give (a first batch's start): its JSON
-# says "null", PySpark's own adapter (shared.levers' json_listener off) str(None).
+# says "null", PySpark's own adapter (the json_listener lever off) str(None).
 NOT_GIVEN = ("null", "None")
 
 

@@ -18,9 +18,9 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from shared.config import KafkaConfig, SparkConfig
-from shared.driver_launch import start_gateway
 from shared.jvm_options import JVM_MEMORY_OPTIONS, DriverJvm, driver_memory
 from shared.levers import LEVERS
+from shared.levers.driver_command import start_gateway
 from shared.py4j_names import remember_jvm_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,27 +101,6 @@ def _options(app_name: str, config: SparkConfig, jvm: DriverJvm) -> dict[str, st
     else:  # one JVM: a dyno's host name means nothing
         options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     return options
-
-
-def pinned_jvm_thread(spark: SparkSession, name: str) -> int | None:
-    """The Linux thread id of the JVM thread that runs this Python thread's
-    Py4J calls (PySpark pins one to each Python thread), renamed `name` to
-    be found among the JVM's threads (Linux keeps 15 characters of it).
-    None if the JVM is not this process's child or no thread has that name."""
-    context = spark.sparkContext
-    jvm_process = getattr(context._gateway, "proc", None)
-    if jvm_process is None or context._jvm is None:
-        return None
-    context._jvm.java.lang.Thread.currentThread().setName(name)
-    found = []
-    for task in Path(f"/proc/{jvm_process.pid}/task").glob("*"):
-        try:
-            if (task / "comm").read_text().strip() == name[:15]:
-                found.append(int(task.name))
-        except OSError:  # a thread that ended meanwhile
-            continue
-    return found[0] if len(found) == 1 else None
-
 
 
 def spark_home() -> Path:

@@ -22,8 +22,7 @@ from shared.config import Config
 from shared.events import PLACE_HEADER, line_place, place_value
 from shared.parts import collected_in_parts
 from shared.retention import Retention
-from shared.warm_up import kafka_records
-from shared.worker import Context, DriverJvm, Jit, PostgresSink, Worker
+from shared.worker import Context, DriverJvm, Jit, PostgresSink, Worker, kafka_records
 
 # A batch's counts are copied in bulk, then added to what earlier batches stored.
 BATCH_TABLE = """
@@ -118,7 +117,7 @@ class WordCounts(PostgresSink[Summarized]):
 
     # Its steady batches begin half a second past the second, once the text
     # processor's batch begun on that second has written its words: begun on
-    # the second too, they found those words a second late (shared.worker.triggers.wait_for_phase).
+    # the second too, they found those words a second late (shared.levers.phase).
     phase_s = 0.5
 
     context: Context

@@ -22,8 +22,7 @@ from services.anomaly_detector.topology import (
 from shared.config import Config
 from shared.parts import collected_in_parts
 from shared.retention import Retention
-from shared.warm_up import kafka_records
-from shared.worker import BACK_TO_BACK, Context, DriverJvm, Jit, PostgresSink, Worker
+from shared.worker import BACK_TO_BACK, Context, DriverJvm, Jit, PostgresSink, Worker, kafka_records
 
 # A batch's (user, window) counts reach Python this much at a time, as
 # topology.summary estimates it (about 35,000 counts of 20-character user

@@ -4,8 +4,7 @@ from pyspark.sql import SparkSession
 
 from services.text_processor.topology import words
 from shared.config import Config
-from shared.warm_up import kafka_records
-from shared.worker import DriverJvm, KafkaSink, Worker
+from shared.worker import DriverJvm, KafkaSink, Worker, kafka_records
 
 
 def warm_up(spark: SparkSession, config: Config) -> None:

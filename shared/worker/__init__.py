@@ -1,7 +1,8 @@
 """A worker's life: the one lifecycle every worker shares.
 
 The public API, what a service imports: `Worker` (name, input topic,
-topology, sink, batch size, warm-up; see services/workers.py), its sink
+topology, sink, batch size, warm-up on `kafka_records`; see
+services/workers.py), its sink
 (`KafkaSink`, or a `PostgresSink` whose hooks it fills: shared.worker.sinks),
 `Context` (what a sink's `open` gets) and `main`. The framework builds and
 runs the query; nothing else of shared.worker is a service's to import.
@@ -12,7 +13,8 @@ JVM starts.
 
 What makes a worker start and answer sooner than this lifecycle alone (a
 warm-up, a small first batch, a phase, ...) is a lever: each one a switch
-in shared.levers, on by default, and the lifecycle runs with all of them off.
+and a module in shared.levers, on by default, and the lifecycle runs with
+all of them off.
 
 States and transitions of a process (shared.worker.runner):
 
@@ -66,10 +68,12 @@ Who owns what:
   join while Spark starts, the warm-up, retention, alert publishing and delivery.
 """
 
-from shared.jvm_options import DriverJvm, Jit
+from shared.jvm_options import DriverJvm
+from shared.levers.jit import Jit
+from shared.levers.warm_up import kafka_records
 from shared.worker.launch import main
 from shared.worker.sinks import BACK_TO_BACK, STEADY_TRIGGER, KafkaSink, PostgresSink
 from shared.worker.spec import Context, Topology, Worker
 
 __all__ = ["BACK_TO_BACK", "STEADY_TRIGGER", "Context", "DriverJvm", "Jit", "KafkaSink", "PostgresSink", "Topology",
-           "Worker", "main"]
+           "Worker", "kafka_records", "main"]

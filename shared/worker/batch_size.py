@@ -7,52 +7,16 @@ workers measure each batch that went through, and when its bytes per record
 call for another number of records, the query run ends after that batch
 and the next run starts at once with the new number, from the stored
 offsets. A process's first batch reads one partition, bounded by records
-alone, a 200th of a full batch's (`cold_batch`), and is measured like any
+alone (shared.levers.small_first_batch), and is measured like any
 other; a batch of a few records only to measure them paid the first batch's
 fixed cost twice (docs/decisions/batch-bytes.md).
 """
 
-from collections.abc import Callable
-from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from shared.logs import log
-
-# A process's first query run reads one batch (shared.worker.triggers.ONE_BATCH_TRIGGER)
-# of a 200th of the full size: a cold JVM pays seconds for its first tasks
-# (classes generated and compiled, the Kafka clients' first connections) and reads
-# each of their records with code the JIT has not compiled yet, so a small
-# first batch commits progress sooner, and the next run reads full batches
-# on a warmer JVM. It reads one partition, the one with the most waiting: one
-# task pays that cold cost once, where a task per partition paid it twice at
-# once on the 2 cores, then ran a second wave. Full batches under 50,000
-# records gain nothing from it. Nor does a backlog of two such batches or
-# fewer: read in one batch it is all stored a second or more sooner, its
-# first progress a few tenths later (docs/decisions/cold-start.md).
-COLD_FRACTION = 200
-COLD_LEAST_RECORDS = 50_000 // COLD_FRACTION
-COLD_BACKLOG_BATCHES = 2
-
-
-class ColdBatch(NamedTuple):
-    partition: int  # the one it reads
-    records: int  # at most
-
-
-def cold_batch(records: int, waiting: Callable[[], dict[int, int]]) -> ColdBatch | None:
-    """A cold process's first batch when full ones read `records` and
-    `waiting()` records wait in each partition (asked of the brokers only
-    when a small first batch is possible); None: a full batch of every partition."""
-    first = records // COLD_FRACTION
-    if first < COLD_LEAST_RECORDS:
-        return None
-    counts = waiting()
-    if sum(counts.values()) <= COLD_BACKLOG_BATCHES * first:
-        return None
-    busiest = max(counts, key=lambda partition: (counts[partition], -partition))  # ties: the lowest
-    return ColdBatch(busiest, first)
 
 
 class BatchSize:

@@ -11,7 +11,7 @@ progress lives in Postgres, its driver's JVM) is that declaration's.
 
 The stop signal is `main`'s first step: a dyno stopped in its first
 seconds, while its configuration is read or its brokers are away, stops in
-order too. Spark's JVM ignores both signals (shared.driver_launch), and
+order too. Spark's JVM ignores both signals (shared.levers.driver_command), and
 Python stops it in order."""
 
 import faulthandler

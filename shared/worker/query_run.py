@@ -22,7 +22,6 @@ Every field those threads share is behind the run's lock; a stop asked for
 (`stop_gracefully`, or the run ending) is an event a paced batch waits on.
 """
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -34,16 +33,18 @@ from py4j.protocol import Py4JJavaError
 from pyspark import SparkContext
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
-from pyspark.sql.streaming.listener import QueryProgressEvent, QueryTerminatedEvent
 
 from shared.levers import LEVERS
+from shared.levers.json_listener import JsonReports
+from shared.levers.phase import wait_for_phase
+from shared.levers.small_first_batch import ONE_BATCH_TRIGGER
 from shared.logs import log
 from shared.offsets import Offsets, Ranges, end_offsets, lag, unread_ranges
 from shared.worker import errors
 from shared.worker.group_member import GroupMember
 from shared.worker.lifecycle import Ended
 from shared.worker.stop_budget import StopBudget
-from shared.worker.triggers import ONE_BATCH_TRIGGER, wait_for_phase
+from shared.worker.triggers import STEADY_TRIGGER_S
 
 PROCESSING = "Processing new data"  # Spark's status message while a micro-batch runs
 BETWEEN_TRIGGERS = "Waiting for next trigger"  # and once each trigger is over, with or without a batch
@@ -116,9 +117,9 @@ class QueryRun:
     def pace(self, batch_id: int, began: float, phase_s: float) -> None:
         """A stored batch that began at `began` (epoch seconds) holds its
         micro-batch open until the next one may begin `phase_s` past a
-        second (shared.worker.triggers.wait_for_phase), or a stop is asked for. Its
+        second (shared.levers.phase), or a stop is asked for. Its
         line tells the wait apart (`waited_ms`), outside its `duration_ms`."""
-        seconds = wait_for_phase(began, time.time(), phase_s)
+        seconds = wait_for_phase(began, time.time(), phase_s, STEADY_TRIGGER_S)
         if seconds <= 0 or self._stop_asked.is_set():  # set as the run ends, too
             return
         waiting = time.monotonic()
@@ -288,33 +289,6 @@ class BatchListener(StreamingQueryListener):
         if progress.numInputRows == 0:
             return  # a new run's first trigger on a stream with nothing waiting: no batch to tell of
         log_batch(line)
-
-
-class JsonReports:
-    """The listener Spark calls through Py4J, for a BatchListener: each
-    report crosses from the JVM as its JSON, in one call, and becomes
-    PySpark's own event as Spark Connect builds it (`fromJson`). PySpark's
-    adapter read every field with a call of its own, and each Java map it
-    read ended in an exception that PySpark converts with a dozen more:
-    about 300 calls for a micro-batch's report (docs/decisions/py4j.md)."""
-
-    def __init__(self, listener: BatchListener) -> None:
-        self.listener = listener
-
-    def onQueryStarted(self, event: JavaObject) -> None:
-        pass
-
-    def onQueryIdle(self, event: JavaObject) -> None:
-        pass
-
-    def onQueryProgress(self, event: JavaObject) -> None:
-        self.listener.onQueryProgress(QueryProgressEvent.fromJson(json.loads(event.json())))
-
-    def onQueryTerminated(self, event: JavaObject) -> None:
-        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJson(json.loads(event.json())))
-
-    class Java:
-        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def log_batch(line: dict[str, Any]) -> None:

@@ -7,31 +7,29 @@ instead of waiting out its session. `Supervisor.run` is the main loop: one
 query run after another, each step chosen by shared.worker.lifecycle.
 """
 
-import os
 import secrets
 import tempfile
 import threading
-import time
-import uuid
-from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import ExitStack
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
 from shared import background
 from shared import config as config_module
 from shared import spark as spark_module
 from shared.levers import LEVERS
+from shared.levers.small_first_batch import cold_batch
+from shared.levers.warm_up import WarmingUp
 from shared.logs import log
 from shared.migrations import migrate
 from shared.offsets import Offsets
 from shared.outages import StopRequested
 from shared.worker import errors, search, spark_kafka
-from shared.worker.batch_size import BatchSize, cold_batch
+from shared.worker.batch_size import BatchSize
 from shared.worker.driver import Driver
 from shared.worker.exactly_once import foreach_batch
 from shared.worker.group_member import WAITING_POLL_S, GroupMember
@@ -74,7 +72,7 @@ def batch_size(worker: Worker, config: config_module.Config) -> BatchSize:
 
 
 def start(worker: Worker, launched: Launched, runs: Runs,
-          resources: ExitStack) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress, "WarmingUp | None"]:
+          resources: ExitStack) -> tuple[Driver, GroupMember, GroupProgress | PostgresProgress, WarmingUp | None]:
     """Spark, this copy's group member and its progress store, each closed by
     `resources`. The group join (a broker holds a new group's first join 3 s)
     and the migration go on while Spark's JVM starts (2 to 3 s on 2 cores);
@@ -158,78 +156,6 @@ def start_query(worker: Worker, context: Context, run: QueryRun, source: DataFra
 def _close_when_joined(joining: "Future[tuple[GroupMember, GroupProgress | PostgresProgress]]") -> None:
     if joining.exception() is None:  # waits for the join thread: it ends once Spark started or a stop came
         joining.result()[0].close()
-
-
-class WarmingUp:
-    """The worker's warm-up (spec.WarmUp) on a thread of its own, in time the
-    worker would otherwise spend waiting: it begins when Spark is up before
-    the group has answered, and `cut` cancels its Spark jobs as the first
-    query run starts. Beside a query it would compete with it for the cores:
-    on a backlog, a warm-up that went on beside the first batch delayed the
-    first commit (docs/decisions/warm-up.md). No cancel stops the planning
-    of a job (in the JVM thread PySpark pins to the warm-up's thread), which
-    went on for up to 2 s beside the first batch: the cut gives that JVM
-    thread the lowest CPU priority, so it runs only on a core nothing else wants.
-
-    Threads: the main thread creates it and calls `cut` and `end`; the
-    warm-up runs on its own thread, its jobs in a job group of its own.
-    Under the lock: whether it was cut, and its JVM thread's Linux id
-    while the warm-up runs."""
-
-    def __init__(self, spark: SparkSession, warm_up: Callable[[], None]) -> None:
-        self._spark = spark
-        # Cancelled for good by the cut: a name no other job will have.
-        self.job_group = f"warm-up-{uuid.uuid4().hex}"
-        self._lock = threading.Lock()
-        self._cut = threading.Event()
-        self.jvm_thread: int | None = None
-        self._thread = background.thread(lambda: self._run(warm_up), name="warm-up")
-
-    def _run(self, warm_up: Callable[[], None]) -> None:
-        began = time.monotonic()
-        # interruptOnCancel: a cancelled task stops at once, not at its next record.
-        self._spark.sparkContext.setJobGroup(self.job_group, "warm-up", interruptOnCancel=True)
-        jvm_thread = spark_module.pinned_jvm_thread(self._spark, self.job_group[:15])
-        with self._lock:
-            self.jvm_thread = jvm_thread
-            if self._cut.is_set():
-                _lowest_priority(jvm_thread)
-        cut = False
-        try:
-            warm_up()
-        except Exception:
-            if not self._cut.is_set():
-                raise  # a bug: printed with its traceback; the first batch is only colder
-            cut = True
-        finally:
-            with self._lock:  # the JVM thread ends with this one: its id may then be another's
-                self.jvm_thread = None
-        log("warmed_up", seconds=round(time.monotonic() - began, 1), cut=str(cut).lower())
-
-    def cut(self) -> None:
-        """Cancel the warm-up's running job and any it starts after this,
-        and leave what it does meanwhile the cores no one else wants."""
-        with self._lock:
-            if self._cut.is_set():
-                return
-            self._cut.set()
-            _lowest_priority(self.jvm_thread)
-        self._spark.sparkContext._jsc.sc().cancelJobGroupAndFutureJobs(self.job_group)
-
-    def end(self) -> None:
-        """Cut, and wait for the thread: Spark stopped under it would fail it."""
-        self.cut()
-        self._thread.join()
-
-
-def _lowest_priority(thread: int | None) -> None:
-    """Linux's lowest CPU priority (nice 19) for one thread of the JVM, for
-    good: only a privileged process may raise a priority again."""
-    if thread is not None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, thread, 19)
-        except OSError:  # it ended meanwhile
-            pass
 
 
 class Supervisor:

@@ -59,10 +59,10 @@ class WarmUp(Protocol):
     def __call__(self, spark: SparkSession, config: Config) -> None:
         """Once per process, on a thread of its own, when Spark has started
         on a local master before the group has answered: run the worker's
-        topology on made-up records (shared.warm_up). The first query shares
+        topology on made-up records (shared.levers.warm_up). The first query shares
         what that warms (classes initialized and generated, code compiled)
         and waits for none of it: its Spark jobs are cancelled as the first
-        query starts (shared.worker.runner.WarmingUp)."""
+        query starts (shared.levers.warm_up.WarmingUp)."""
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def test_a_steady_batch_holds_on_until_half_a_second_past_the_second(stack, pref
     """Spark begins steady batches on the second, before the text processor's
     batch of that second has written its words: the aggregator's stored batch
     holds on (`waited_ms` on its line, outside `duration_ms`) so that the
-    next one begins half a second past it (shared.worker.triggers.wait_for_phase)."""
+    next one begins half a second past it (shared.levers.phase)."""
     worker = workers.start("services.aggregator")
 
     def paced():

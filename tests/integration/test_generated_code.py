@@ -16,7 +16,7 @@ from services.aggregator.topology import copy_text, grouped, small_batch_groups
 from services.anomaly_detector.topology import failed_logins
 from services.text_processor.topology import words
 from shared.events import PLACE_HEADER, line_place, place_value
-from shared.warm_up import kafka_records
+from shared.levers.warm_up import kafka_records
 
 WINDOW_SECONDS = 10
 

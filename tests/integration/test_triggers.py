@@ -4,8 +4,9 @@ that batch as it starts and begins no second, so it is stopped with no
 batch running."""
 
 from devstack.local_stack import wait_until
+from shared.levers.small_first_batch import ONE_BATCH_TRIGGER
 from shared.worker.query_run import BETWEEN_TRIGGERS
-from shared.worker.triggers import ONE_BATCH_TRIGGER, STEADY_TRIGGER
+from shared.worker.triggers import STEADY_TRIGGER
 
 
 def test_a_one_batch_trigger_runs_a_batch_as_it_starts_and_no_second(spark, tmp_path):

@@ -1,4 +1,4 @@
-"""The warm-up (shared.worker.runner.WarmingUp) on a real in-process Spark:
+"""The warm-up (shared.levers.warm_up.WarmingUp) on a real in-process Spark:
 cut as the first query starts, its job ends at once, whether it was running
 or not yet submitted, and no other thread's job is touched; what no cancel
 stops goes on at the lowest CPU priority."""
@@ -7,8 +7,7 @@ import os
 import threading
 
 from devstack.local_stack import wait_until
-from shared import spark as spark_module
-from shared.worker.runner import WarmingUp
+from shared.levers.warm_up import WarmingUp, pinned_jvm_thread
 
 # Hours of work for 2 cores: a warm-up that is not cut does not end by itself
 # within a test (a max, not a sum: a sum overflows within seconds and fails).
@@ -66,7 +65,7 @@ def test_a_cut_leaves_what_it_does_in_the_jvm_meanwhile_the_lowest_cpu_priority(
     thread = warming.jvm_thread
     assert thread is not None
     assert os.getpriority(os.PRIO_PROCESS, thread) == 0  # Linux's nice, for this one thread of the JVM
-    main_thread = spark_module.pinned_jvm_thread(spark, "test-main")
+    main_thread = pinned_jvm_thread(spark, "test-main")
     warming.cut()
     assert os.getpriority(os.PRIO_PROCESS, thread) == 19
     assert main_thread is not None and os.getpriority(os.PRIO_PROCESS, main_thread) == 0

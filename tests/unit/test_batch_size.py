@@ -2,7 +2,8 @@
 
 from services.aggregator.topology import MAX_COPY_LINE_BYTES
 from services.aggregator.worker import AGGREGATOR, COPY_PART_BYTES
-from shared.worker.batch_size import BatchSize, cold_batch
+from shared.levers.small_first_batch import cold_batch
+from shared.worker.batch_size import BatchSize
 
 
 def test_a_batch_over_the_budget_makes_the_next_ones_fit_it():

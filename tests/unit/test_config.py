@@ -17,7 +17,8 @@ from devstack.local_stack import ROOT
 from services.workers import WORKERS
 from shared import config as config_module
 from shared.config import ConfigError, SparkConfig, load
-from shared.jvm_options import Jit, driver_memory
+from shared.jvm_options import driver_memory
+from shared.levers.jit import Jit
 from shared.spark import REDACTED, cluster_options, cluster_secrets, connector_jars, spark_options
 
 

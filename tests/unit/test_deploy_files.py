@@ -17,7 +17,7 @@ from services.workers import GROUPS, TOPICS
 from services.workers import WORKERS as REGISTRY
 from shared import spark
 from shared.config import SparkConfig
-from shared.jvm_options import Jit
+from shared.levers.jit import Jit
 
 WORKERS = {"text_processor_worker", "aggregator_worker", "anomaly_detector_worker"}
 CONTRACT_VARIABLES = {

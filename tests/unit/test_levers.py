@@ -26,8 +26,16 @@ def test_a_lever_there_is_not_is_a_config_error_that_lists_those_there_are():
 
 
 def test_each_lever_has_one_line_above_its_switch_linking_a_record_that_exists():
-    source = (ROOT / "shared" / "levers.py").read_text()
+    source = (ROOT / "shared" / "levers" / "__init__.py").read_text()
     rows = re.findall(r"^    # .+: (docs/decisions/[\w.-]+)\n    (\w+): bool = True$", source, re.MULTILINE)
     assert [name for _, name in rows] == list(levers.NAMES)
     for record, _ in rows:
         assert (ROOT / record).is_file(), record
+
+
+def test_each_lever_is_the_module_of_its_name_and_its_switch_is_read_outside_it():
+    """A lever's code is shared/levers/<name>.py, and the lifecycle reads its
+    switch where it calls it: a lever no code asks about would be always on."""
+    assert {path.stem for path in (ROOT / "shared" / "levers").glob("*.py")} - {"__init__"} == set(levers.NAMES)
+    core = "".join(path.read_text() for path in [*ROOT.glob("shared/*.py"), *ROOT.glob("shared/worker/*.py")])
+    assert [name for name in levers.NAMES if f"LEVERS.{name}" not in core] == []

@@ -1,11 +1,11 @@
-"""When a steady micro-batch lets the next one begin (shared.worker.triggers.wait_for_phase):
+"""When a steady micro-batch lets the next one begin (shared.levers.phase.wait_for_phase):
 Spark begins a 1-second trigger's batches on the second, or at once after a
 batch that ran past its next second; a batch that returns later has the next
 one begin where it returned."""
 
 import pytest
 
-from shared.worker.triggers import wait_for_phase
+from shared.levers.phase import wait_for_phase
 
 SECOND = 1_764_300_000.0  # a whole second since the epoch
 PHASE_S = 0.5
@@ -14,7 +14,7 @@ PHASE_S = 0.5
 def next_begins(began, ended):
     """When Spark begins the next batch: at the next second after its trigger
     (shortly before `began`), or at once if that has passed as it returns."""
-    returned = ended + wait_for_phase(began, ended, PHASE_S)
+    returned = ended + wait_for_phase(began, ended, PHASE_S, 1)
     return max(returned, int(began - 0.05) + 1.0)
 
 
@@ -35,7 +35,7 @@ def test_a_batch_begun_on_the_second_has_the_next_begin_at_the_phase_past_sparks
 def test_a_batch_that_ran_past_a_phase_and_its_next_second_has_the_next_begin_at_once(began, ended):
     """A backlog's long batch, or a steady one that ran late: records
     written since the phase it passed are waiting."""
-    assert wait_for_phase(SECOND + began, SECOND + ended, PHASE_S) == 0
+    assert wait_for_phase(SECOND + began, SECOND + ended, PHASE_S, 1) == 0
     assert next_begins(SECOND + began, SECOND + ended) == pytest.approx(SECOND + ended)
 
 
@@ -47,4 +47,4 @@ def test_the_batches_after_a_late_one_begin_at_the_phase_again():
 
 
 def test_a_clock_stepped_back_during_the_batch_holds_it_no_longer_than_an_interval_and_the_phase():
-    assert wait_for_phase(SECOND + 0.55, SECOND - 3600.0, PHASE_S) == pytest.approx(1.5)
+    assert wait_for_phase(SECOND + 0.55, SECOND - 3600.0, PHASE_S, 1) == pytest.approx(1.5)

@@ -12,11 +12,12 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from shared.config import load
+from shared.levers.json_listener import JsonReports
 from shared.worker import KafkaSink, Worker, query_run, runner
 from shared.worker.batch_size import BatchSize
 from shared.worker.launch import Launched
 from shared.worker.lifecycle import Ended
-from shared.worker.query_run import BatchListener, JsonReports, QueryRun, Runs, stop_now
+from shared.worker.query_run import BatchListener, QueryRun, Runs, stop_now
 from shared.worker.stop_budget import StopBudget
 
 TOPIC = "t.textlines"
@@ -69,7 +70,7 @@ def report(run_id, batch_id, start, end, rows, took_ms=5):
 
 
 def progress(run_id, batch_id, start, end, rows, took_ms=5):
-    """That report as the listener gets it (shared.worker.query_run.JsonReports)."""
+    """That report as the listener gets it (shared.levers.json_listener.JsonReports)."""
     return QueryProgressEvent.fromJson(json.loads(report(run_id, batch_id, start, end, rows, took_ms))).progress
 
 
@@ -186,7 +187,7 @@ def test_a_batch_line_carries_its_figures_in_l2mets_form_too(capsys):
 
 def test_a_paced_batchs_wait_is_on_its_line_apart_from_its_duration(monkeypatch, capsys):
     """A monitor charts a batch's work: the wait for its phase is idle."""
-    monkeypatch.setattr(query_run, "wait_for_phase", lambda began, now, phase_s: 0.02)
+    monkeypatch.setattr(query_run, "wait_for_phase", lambda began, now, phase_s, interval_s: 0.02)
     runs, member = Runs(), Member()
     run = started(runs, member, RUN_A, {0: 0})
     run.pace(0, began=0.0, phase_s=0.5)
@@ -201,7 +202,7 @@ def test_a_paced_batchs_wait_is_on_its_line_apart_from_its_duration(monkeypatch,
 @pytest.mark.parametrize("stop", ["stop_gracefully", "end"])
 def test_a_paced_batch_stops_waiting_as_its_run_is_stopped(monkeypatch, stop):
     """A rebalance or SIGTERM waits for the running batch: not for its phase."""
-    monkeypatch.setattr(query_run, "wait_for_phase", lambda began, now, phase_s: 60.0)
+    monkeypatch.setattr(query_run, "wait_for_phase", lambda began, now, phase_s, interval_s: 60.0)
     run = QueryRun("echo", {0: 0})
     run.query = SimpleNamespace(lastProgress=None, status={"isTriggerActive": False, "message": ""},
                                 stop=lambda: None, id="q")

@@ -4,11 +4,13 @@ without it, each is one switch, on by default, and the lifecycle reads and
 runs with every one of them off: `LEVERS_OFF` names those to turn off,
 comma-separated, or `all` (for `make bench`'s `levers` case, which shows
 each one's worth, or to rule one out in production). Each switch below
-says in one line what its lever does, and where it was decided. (The
+says in one line what its lever does, and where it was decided; its code
+is this package's module of the same name, and the lifecycle
+(shared.worker) calls it in one place, behind its switch. (The
 kafka-python join fix, shared.worker.kafka_join, is no lever: without it
 a copy may wait without partitions for good.)
 
-Read once per process, from its environment, when first imported.
+The switches are read once per process, from its environment, when first imported.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""shared.driver_launch writes each worker's driver command as Spark's own
+"""shared.levers.driver_command writes each worker's driver command as Spark's own
 launcher does: spark-submit (its scripts and its launcher JVM) is run here
 with a stand-in for `java` that runs the launcher and records the command
 it is then given to run instead of starting a driver."""
@@ -13,7 +13,7 @@ import pytest
 from services.workers import WORKERS
 from shared import spark
 from shared.config import load
-from shared.driver_launch import driver_command
+from shared.levers.driver_command import driver_command
 
 STAND_IN = """#!/bin/sh
 case "$*" in
