@@ -23,6 +23,7 @@ class Worker:
                  group_log_path: Path | str | None = None):
         self.log_path = log_path
         self.command = command
+        self.env = env  # what it was started with (a test looks for its secrets in the output)
         # kafka-python's group lines (devstack.group_log), if kept
         self.group_log_path = Path(group_log_path) if group_log_path else None
         self._log = open(log_path, "w")

@@ -1,5 +1,7 @@
 """What tests check about the workers they start, and a broker that is away to start them against."""
 
+from urllib.parse import urlsplit
+
 import pytest
 
 from devstack.local_stack import free_port
@@ -18,9 +20,14 @@ def lines_said(output):
     return [line for line in output.strip().splitlines() if line != JVM_NOTICE]
 
 
+# Secrets a process may be given whole, as a value of its own.
+SECRET_VARIABLES = ("PAGERDUTY_ROUTING_KEY", "SMTP_PASSWORD", "MAILGUN_SMTP_PASSWORD", "DASHBOARD_PASSWORD")
+
+
 def assert_no_secret_in(output, environment):
-    """No line of the Kafka key (as given, or as the PKCS#8 Java reads) or
-    of the certificates appears in `output`."""
+    """No secret of `environment` appears in `output`: no line of the Kafka
+    key (as given, or as the PKCS#8 Java reads) or of the certificates,
+    not DATABASE_URL's password, and no value of SECRET_VARIABLES."""
     pems = {variable: environment.get(variable, "")
             for variable in ("KAFKA_CLIENT_CERT_KEY", "KAFKA_CLIENT_CERT", "KAFKA_TRUSTED_CERT")}
     if pems["KAFKA_CLIENT_CERT_KEY"]:
@@ -28,6 +35,10 @@ def assert_no_secret_in(output, environment):
     for name, pem in pems.items():
         for line in pem.splitlines()[1:-1]:
             assert line not in output, f"a line of {name} was printed"
+    values = {name: environment.get(name) for name in SECRET_VARIABLES}
+    values["DATABASE_URL's password"] = urlsplit(environment.get("DATABASE_URL", "")).password
+    for name, value in values.items():
+        assert not value or value not in output, f"{name} was printed"
 
 
 def assert_no_stack_trace(output):

@@ -9,12 +9,14 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from devstack.certificates import CertificateAuthority
 from devstack.local_stack import ROOT, LocalStack
+from devstack.network_cut import NetworkCut
 from devstack.postgres import postgres_url
 from devstack.processes import WorkerProcesses
 
@@ -126,6 +128,17 @@ def database_url(stack):
         connection.execute(text(f"CREATE DATABASE {name}"))
     admin.dispose()
     return stack.database_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture
+def postgres_cut(database_url):
+    """A cut a test puts between the processes it starts and their Postgres,
+    wherever that Postgres runs (this stack's, or Heroku CI's in-dyno one):
+    `through(database_url)` is their DATABASE_URL, `cut()` an outage for
+    them alone, `restore()` its end."""
+    cut = NetworkCut(urlsplit(database_url).hostname or "127.0.0.1", urlsplit(database_url).port or 5432)
+    yield cut
+    cut.close()
 
 
 @pytest.fixture

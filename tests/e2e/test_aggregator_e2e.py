@@ -196,17 +196,17 @@ def test_batches_are_bounded_by_the_bytes_of_their_words_as_well_as_by_records(
     assert "Traceback" not in worker.output()
 
 
-def test_postgres_down_mid_stream_then_back_loses_and_doubles_nothing(stack, prefix, database_url, workers):
-    if stack.postgres is None:
-        pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
+def test_postgres_down_mid_stream_then_back_loses_and_doubles_nothing(stack, prefix, database_url, workers,
+                                                                     postgres_cut):
     input_ = SteadyInput(stack, prefix, 12_000)
-    worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="1000")
+    worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="1000",
+                           DATABASE_URL=postgres_cut.through(database_url))
     wait_until(lambda: stored_total(database_url, prefix) >= 1000, 240, "some batches stored")
-    stack.postgres.stop()
+    postgres_cut.cut()
     try:
         wait_until(lambda: "event=postgres_unavailable" in worker.output(), 60, "the worker noticing")
     finally:
-        stack.postgres.start()
+        postgres_cut.restore()
     wait_until(input_.done.is_set, 240, "all input sent")
     wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
     assert_exact(database_url, expected_counts(input_.records))
@@ -214,17 +214,15 @@ def test_postgres_down_mid_stream_then_back_loses_and_doubles_nothing(stack, pre
 
 
 def test_postgres_down_while_the_worker_starts_delays_it_and_loses_nothing(
-        stack, prefix, database_url, workers):
-    if stack.postgres is None:
-        pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
+        stack, prefix, database_url, workers, postgres_cut):
     records = word_records(2000, seed=5)
     send(stack, prefix, records)
-    stack.postgres.stop()
+    postgres_cut.cut()
     try:
-        worker = workers.start("services.aggregator")
+        worker = workers.start("services.aggregator", DATABASE_URL=postgres_cut.through(database_url))
         wait_until(lambda: "event=postgres_unavailable" in worker.output(), 240, "the worker waiting")
     finally:
-        stack.postgres.start()
+        postgres_cut.restore()
     wait_until(lambda: everything_stored(stack, prefix, database_url), 180, "all words stored")
     assert_exact(database_url, expected_counts(records))
     assert worker.process.poll() is None
@@ -258,21 +256,20 @@ def test_windows_older_than_the_retention_are_deleted_and_newer_ones_kept(stack,
 
 
 def test_sigterm_while_postgres_is_down_stops_in_time_and_the_next_copy_loses_nothing(
-        stack, prefix, database_url, workers):
-    if stack.postgres is None:
-        pytest.skip("DATABASE_URL points at a Postgres these tests do not control")
+        stack, prefix, database_url, workers, postgres_cut):
     records = word_records(3000, seed=6)
     send(stack, prefix, records[:1000])
-    worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="500")
+    worker = workers.start("services.aggregator", MAX_OFFSETS_PER_TRIGGER="500",
+                           DATABASE_URL=postgres_cut.through(database_url))
     wait_until(lambda: stored_total(database_url, prefix) >= 500, 240, "a batch stored")
-    stack.postgres.stop()
+    postgres_cut.cut()
     try:
         send(stack, prefix, records[1000:])  # a batch to write while Postgres is away
         wait_until(lambda: "event=postgres_unavailable" in worker.output(), 60, "the batch waiting for Postgres")
         worker.signal(signal.SIGTERM)
         assert worker.wait(30) == 0  # Heroku's SIGKILL comes 30 s after SIGTERM
     finally:
-        stack.postgres.start()
+        postgres_cut.restore()
     assert "Traceback" not in worker.output()
     assert worker.log_lines("batch_abandoned"), "stopped inside the batch that waited for Postgres"
     # The abandoned batch is neither stored nor committed to the group.

@@ -35,10 +35,20 @@ def app_kafka(stack, prefix, **overrides):
     return load({name: value for name, value in environment.items() if value is not None}).kafka
 
 
-def test_the_app_talks_to_the_broker_over_tls_only(stack, prefix):
-    assert stack.broker.url.startswith("kafka+ssl://127.0.0.1:")
-    assert "127.0.0.1" not in stack.broker.broker_certificate.cert_pem  # names another host
-    assert "BEGIN RSA PRIVATE KEY" in stack.environment(prefix)["KAFKA_CLIENT_CERT_KEY"]  # PKCS#1
+def test_both_of_the_apps_kafka_clients_speak_tls_with_the_client_certificate_and_no_pem_in_spark(stack, prefix):
+    """Heroku's form of the variables (a PKCS#1 key, a broker certificate that
+    names another host) gives kafka-python and Spark's Kafka client TLS with
+    the client's certificate, the chain verified and the host name not, and
+    Spark's options only the names of the variables that hold the PEMs."""
+    kafka = app_kafka(stack, prefix)
+    python = kafka.kafka_python_kwargs()
+    assert python["security_protocol"] == "SSL" and python["ssl_context"].verify_mode.name == "CERT_REQUIRED"
+    assert not python["ssl_context"].check_hostname
+    spark = kafka.spark_kafka_options()
+    assert spark["kafka.security.protocol"] == "SSL" and spark["kafka.ssl.endpoint.identification.algorithm"] == ""
+    assert all("BEGIN" not in value for value in spark.values())
+    assert kafka.jvm_environment()[spark["kafka.ssl.keystore.key"][len("${env:"):-1]].startswith(
+        "-----BEGIN PRIVATE KEY-----")  # the PKCS#1 key Heroku gives, as the PKCS#8 Java reads
 
 
 def test_kafka_python_produces_consumes_and_commits_through_the_config(stack, prefix):

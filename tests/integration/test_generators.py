@@ -29,7 +29,11 @@ def test_textlines_generator_makes_up_sentences_at_a_rate(stack, prefix):
                          "--count", "30", "--rate", "20")
     records = read_all(stack, prefix + "textlines", 30)
     assert len(records) == 30 and all(r.value.strip() for r in records)
-    assert "event=progress" in done.stdout  # 30 lines at 20/s take 1.5 s: progress shown
+    assert "event=progress" in done.stdout
+    # 30 lines at 20 a second: 29 gaps of 50 ms between the first and the
+    # last one's produce time. All at once would take milliseconds.
+    stamps = sorted(r.timestamp for r in records)
+    assert 1.3 <= (stamps[-1] - stamps[0]) / 1000 <= 10
 
 
 def test_loglines_generator_uses_the_given_users_and_failure_probability(stack, prefix):
