@@ -189,8 +189,8 @@ def spark_options(app_name: str, config: SparkConfig, jvm: DriverJvm = DriverJvm
         # `lower` maps case as the JVM does (String.toLowerCase in the
         # locale-independent English set above; ASCII without a String),
         # from the same Unicode tables as the `(?U)\W+` split, not with
-        # ICU: ICU's case-mapping classes took a cold JVM's first tasks
-        # 1.6 s more (docs/decisions/cold-start.md).
+        # ICU, whose case-mapping classes a cold JVM's first tasks pay to
+        # load (docs/decisions/cold-start.md).
         "spark.sql.icu.caseMappings.enabled": "false",
     }
 

@@ -51,9 +51,9 @@ RUN_COLUMNS = (*RUN, "first_offset", "lowest_line_offset", "highest_line_offset"
 
 
 # A micro-batch's plan is built anew for each batch, and each Column made
-# in Python is a call into the JVM (about 0.3 ms): the columns that do not
-# depend on the batch are made once (functools.cache), the thresholds are one
-# SQL expression. Built call by call, the plan took 0.5 s per batch.
+# in Python is a call into the JVM: the columns that do not depend on the
+# batch are made once (functools.cache), the thresholds are one SQL
+# expression (docs/decisions/place-header.md).
 
 
 @functools.cache

@@ -27,9 +27,9 @@ from shared.worker import BACK_TO_BACK, Context, DriverJvm, Jit, PostgresSink, W
 # A batch's (user, window) counts reach Python this much at a time, as
 # topology.summary estimates it (about 35,000 counts of 20-character user
 # ids), so a batch of many distinct long user ids cannot fill the driver:
-# 500,000 ids of 2,000 bytes are 1 GB. A part takes about 5 times its
+# 500,000 ids of 2,000 bytes are 1 GB. A part takes several times its
 # estimate in Python while it is stored (rows, the SQL text, what Postgres
-# returns): 32 MB parts peaked at 215 MB of Python, measured.
+# returns).
 PART_BYTES = 8 << 20
 
 # What is past RETENTION_HOURS, a few thousand rows a statement
@@ -106,8 +106,8 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 
 
 # C1 alone: its work per record and its plans are small, and without C2
-# compiling beside them its cold first batches commit 1.3 s sooner; it
-# drains and alerts as fast (docs/decisions/jit.md). The text processor and
+# compiling beside them its cold first batches commit sooner; it drains and
+# alerts as fast (docs/decisions/jit.md). The text processor and
 # the aggregator need C2's code.
 ANOMALY_DETECTOR = Worker(name="anomaly-detector", topic="loglines", sink=FailedLogins(), batch_records=500_000,
                           warm_up=warm_up, migrations=MIGRATIONS, jvm=DriverJvm(jit=Jit.C1_ONLY))

@@ -12,9 +12,8 @@ def warm_up(spark: SparkSession, config: Config) -> None:
 
 
 # Its young generation four times the others': on a backlog it allocates
-# about a gigabyte a second (each word's record goes through Spark's Kafka
-# sink and the producer); with 64 MB a sixth of its time went to young
-# collections, and with 256 MB its batches ran 5 to 10 % faster than with
-# 128 (docs/decisions/memory.md, "The text processor's young generation").
+# a short-lived record for every word (Spark's Kafka sink and the producer),
+# and with a small young generation its batches spent much of their time in
+# collections (docs/decisions/memory.md).
 TEXT_PROCESSOR = Worker(name="text-processor", topic="textlines", topology=words, sink=KafkaSink("words"),
                         batch_records=100_000, warm_up=warm_up, jvm=DriverJvm(young_generation_mb=256))

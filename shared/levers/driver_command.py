@@ -2,11 +2,11 @@
 
 `spark-submit` (which PySpark runs to start its JVM) is three shell scripts
 and a JVM of its own, `org.apache.spark.launcher.Main`, whose only work is
-to print the driver's command line: 0.25 to 0.4 s before the driver's JVM
-even begins, on the path to every worker's first batch
-(docs/decisions/start-up.md, "Spark's launcher skipped"). A local driver's
-command is simple enough to write here; tests/integration/test_driver_command.py
-checks it against the launcher's own, for each worker.
+to print the driver's command line, before the driver's JVM even begins,
+on the path to every worker's first batch (docs/decisions/start-up.md). A
+local driver's command is simple enough to write here;
+tests/integration/test_driver_command.py checks it against the launcher's
+own, for each worker.
 
 What this supports of spark-submit's inputs: the `--conf` options given,
 JAVA_HOME and SPARK_SUBMIT_OPTS (JVM options that benchmarks and the tests

@@ -64,7 +64,7 @@ SESSION_TIMEOUT_MS = 30_000
 # A poll waits out its whole timeout while no record can come (the
 # partitions stay paused), however soon the group answers within it: polls
 # that wait for partitions are this short, so a first query starts within
-# one of the assignment (half a second of polling held it 0.2 to 0.5 s).
+# one of the assignment.
 WAITING_POLL_S = 0.05
 # The data-loss lookup and the offset ranges, each bounded: a copy must be
 # gone 30 s after SIGTERM, and a stop waits for them. The consumer's first

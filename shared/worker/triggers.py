@@ -6,7 +6,7 @@ for: shared.levers.phase)."""
 # of as soon as the last one ended: a batch costs CPU beyond its records
 # (planning, Spark jobs, checkpoint files, asking Kafka for offsets), and
 # workers starting batches back to back took every core of a dyno at any
-# rate, slowing each other's batches (docs/benchmarks.md, `latency`). On a
+# rate, slowing each other's batches (docs/decisions/steady-trigger.md). On a
 # backlog a batch that took longer is followed at once.
 STEADY_TRIGGER_S = 1
 STEADY_TRIGGER = f"{STEADY_TRIGGER_S} second"

@@ -95,3 +95,34 @@ def test_the_contract_in_the_repository_is_the_binding_one():
     if not binding.exists():
         pytest.skip("../shared is not beside this checkout")
     assert (ROOT / "docs" / "contract.md").read_text() == binding.read_text()
+
+
+RECORDS = sorted((ROOT / "docs" / "decisions").glob("*.md"))
+RECORD_SECTIONS = ["Context", "Decision", "Consequences", "Evidence"]
+NOT_ADOPTED = "Tried, not adopted"
+
+
+def sections(text: str) -> dict[str, str]:
+    """A record's `## ` sections by heading, each its text to the next."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda path: path.name)
+def test_each_decision_record_is_one_page_in_the_records_shape(record: Path):
+    """Nygard's shape: a title, a status with its date, context, decision,
+    consequences, and the evidence that decided it (a table and the command
+    that reproduces it); what was measured and left, one table of its own."""
+    text = record.read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 80, f"{len(lines)} lines: a record is one page"
+    assert lines[0].startswith("# ") and not re.search(r"\d{4}-\d\d-\d\d", lines[0]), "its date is in its status"
+    assert re.match(r"Status: (adopted|not adopted|superseded by \S+), \d{4}-\d\d-\d\d", lines[2]), lines[2]
+    found = sections(text)
+    assert list(found) in (RECORD_SECTIONS, [*RECORD_SECTIONS, NOT_ADOPTED]), list(found)
+    assert "\n### " not in text, "no subsections: a dated log belongs to git"
+    evidence = found["Evidence"]
+    assert re.search(r"^\|.+\|$", evidence, re.M), "the evidence is a table"
+    assert re.search(r"^Reproduce: .*`[^`]+`", evidence, re.M), "with the command that reproduces it"
+    if NOT_ADOPTED in found:
+        assert re.search(r"^\| tried \| effect[^|]* \| why not \|$", found[NOT_ADOPTED], re.M), "tried, effect, why not"
