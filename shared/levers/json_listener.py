@@ -14,8 +14,8 @@ class JsonReports:
     report crosses from the JVM as its JSON, in one call, and becomes
     PySpark's own event as Spark Connect builds it (`fromJson`). PySpark's
     adapter read every field with a call of its own, and each Java map it
-    read ended in an exception that PySpark converts with a dozen more:
-    about 300 calls for a micro-batch's report (docs/decisions/py4j.md)."""
+    read ended in an exception that PySpark converts with a dozen more
+    calls, for every micro-batch's report (docs/decisions/py4j.md)."""
 
     def __init__(self, listener: StreamingQueryListener) -> None:
         self.listener = listener

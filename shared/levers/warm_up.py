@@ -43,8 +43,8 @@ class WarmingUp:
     on a backlog, a warm-up that went on beside the first batch delayed the
     first commit (docs/decisions/warm-up.md). No cancel stops the planning
     of a job (in the JVM thread PySpark pins to the warm-up's thread), which
-    went on for up to 2 s beside the first batch: the cut gives that JVM
-    thread the lowest CPU priority, so it runs only on a core nothing else wants.
+    went on beside the first batch: the cut gives that JVM thread the lowest
+    CPU priority, so it runs only on a core nothing else wants.
 
     Threads: the main thread creates it and calls `cut` and `end`; the
     warm-up runs on its own thread, its jobs in a job group of its own.
