@@ -5,7 +5,9 @@
 #              Spark), on the slug's pruned Spark
 # make test-fast  lint and tests/unit: no broker, Postgres or Spark (seconds)
 # make run     the local stack (Kafka + Postgres) and the workers
-# make bench   the benchmarks on the slug's Spark, reported as numbers
+# make bench   the benchmarks on the slug's Spark, reported as numbers and kept as data
+#              (it says how long first; make bench-quick: the quick set)
+# make bench-charts  docs/benchmarks.md's table and charts, from benchmarks/results.jsonl
 # Every target does its own setup first.
 
 # The major version .python-version names, as Heroku's buildpack reads it.
@@ -19,7 +21,7 @@ MVN := bin/maven -q -B -C -s jvm/settings.xml
 SLUG := build/slug
 SLUG_SPARK := $(CURDIR)/$(SLUG)/.heroku/python/lib/python$(PYTHON_VERSION)/site-packages/pyspark
 
-.PHONY: setup jars slug lint test test-fast run bench clean
+.PHONY: setup jars slug lint test test-fast run bench bench-quick bench-charts clean
 
 setup: $(VENV)/.installed jars
 
@@ -82,9 +84,23 @@ lint: setup
 run: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m devstack.local_stack -- honcho -f Procfile.local start
 
-# On the slug's Spark and Java runtime, with its class-data archive, as a dyno runs.
+# On the slug's Spark and Java runtime, with its class-data archive, as a
+# dyno runs. Each says first how long it will take; the figures go to
+# benchmarks/results.jsonl, and `make bench-charts` draws docs/benchmarks.md
+# from them.
 bench: setup slug jars/kafka-streams-peers/.fetched
 	$(ON_SLUG) $(PY) -m benchmarks
 
+bench-quick: setup slug jars/kafka-streams-peers/.fetched
+	$(ON_SLUG) $(PY) -m benchmarks quick
+
+bench-charts: .venv-charts/.installed
+	.venv-charts/bin/python -m benchmarks.charts
+
+.venv-charts/.installed: requirements-charts.txt
+	$(PYTHON) -m venv .venv-charts
+	.venv-charts/bin/pip install -q --disable-pip-version-check -r requirements-charts.txt
+	touch $@
+
 clean:
-	rm -rf $(VENV) jars build
+	rm -rf $(VENV) .venv-charts jars build

@@ -1,10 +1,15 @@
-"""`make bench`: every benchmark case, each printing `key=value` numbers.
+"""`make bench`: every benchmark case, each printing `key=value` numbers
+and keeping them in benchmarks/results.jsonl (benchmarks.results).
 
-    python -m benchmarks [case ...]
+    python -m benchmarks [case ... | quick]
+
+It says first how long the cases will take: each one's last run, or the
+catalog's estimate (benchmarks.catalog). `quick` is the quick set.
 """
 
 import signal
 import sys
+import time
 
 from benchmarks import (
     aggregator,
@@ -12,6 +17,7 @@ from benchmarks import (
     batch_overhead,
     cluster,
     cold_start,
+    kafka_plans,
     kafka_streams,
     kafka_tools,
     latency,
@@ -24,6 +30,9 @@ from benchmarks import (
     text_processor,
     web,
 )
+from benchmarks import results as results_module
+from benchmarks.catalog import CASES as CATALOG
+from benchmarks.catalog import QUICK
 
 CASES = {
     "stack_startup": stack_startup.main,
@@ -33,6 +42,7 @@ CASES = {
     "kafka_tools_limit": kafka_tools.main,
     "restart": restart.main,
     "restart_tls": restart_tls.main,
+    "kafka_plans": kafka_plans.main,
     "levers": levers.main,
     "latency": latency.main,
     "batch_overhead": batch_overhead.main,
@@ -46,8 +56,19 @@ CASES = {
 
 
 def main(names):
-    for name in names or CASES:
+    names = QUICK if names == ["quick"] else names or list(CASES)
+    print(f"bench: {len(names)} cases, about {round(minutes(names))} minutes ({', '.join(names)}); "
+          f"`make bench-quick` runs {len(QUICK)} of them in about {round(minutes(QUICK))}", file=sys.stderr, flush=True)
+    for name in names:
+        began = time.monotonic()
         CASES[name]()
+        results_module.run(name, time.monotonic() - began)
+
+
+def minutes(names):
+    """Minutes the cases `names` take: each one's last run, or its estimate."""
+    last = {result.case: result.run_s for result in results_module.read() if result.run_s is not None}
+    return sum(last[name] / 60 if name in last else CATALOG[name].minutes for name in names)
 
 
 if __name__ == "__main__":

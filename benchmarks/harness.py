@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from benchmarks import results
 from devstack.local_stack import LocalStack, wait_until
 from devstack.postgres import STORED_OFFSETS
 from devstack.processes import MeasuredWorker, Worker
@@ -88,9 +89,12 @@ def percentile(values, fraction):
 
 
 def report(name, **numbers):
+    """One line of figures: printed, and kept in benchmarks/results.jsonl."""
     print(f"bench={name} " + " ".join(
         f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}"
         for key, value in numbers.items()), flush=True)
+    results.figures(name, {key: round(value, 3) if isinstance(value, float) else value
+                           for key, value in numbers.items()})
 
 
 def local_stack(**options):

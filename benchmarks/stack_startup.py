@@ -3,6 +3,7 @@ plaintext and Heroku-like (TLS, ACLs)."""
 
 import statistics
 
+from benchmarks.harness import report
 from devstack.local_stack import LocalStack
 
 RUNS = 3
@@ -14,5 +15,4 @@ def main():
         for _ in range(RUNS):
             with LocalStack(heroku_like=(mode == "heroku")) as stack:
                 seconds.append(stack.startup_seconds)
-        print(f"bench=stack_startup mode={mode} runs={RUNS} "
-              f"median_s={statistics.median(seconds):.2f} max_s={max(seconds):.2f}", flush=True)
+        report("stack_startup", mode=mode, runs=RUNS, median_s=statistics.median(seconds), max_s=max(seconds))

@@ -249,6 +249,15 @@ class KafkaBroker:
                                     ResourcePatternFilter(ResourceType.ANY, prefix, ACLResourcePatternType.PREFIXED))
                 wait_until(lambda: len(admin.describe_acls(granted)[0]) >= len(acls), 30, f"the ACLs of {prefix}")
 
+    def set_quota(self, principal: str, produce_bytes_per_s: int, consume_bytes_per_s: int) -> None:
+        """Kafka's quotas on one user principal (its clients together, as
+        Heroku's basic plans bound a tenant), by Kafka's own ConfigCommand."""
+        subprocess.run(self._java("kafka.admin.ConfigCommand", "--bootstrap-server", self.bootstrap, "--alter",
+                                  "--add-config", f"producer_byte_rate={produce_bytes_per_s},"
+                                                  f"consumer_byte_rate={consume_bytes_per_s}",
+                                  "--entity-type", "users", "--entity-name", principal.removeprefix("User:")),
+                       check=True, stdout=subprocess.DEVNULL)
+
     def group_events(self, prefix: str) -> list[str]:
         """The coordinator's lines on the groups of `prefix`: joins,
         rebalances, assignments, members that left or expired."""
