@@ -2,7 +2,8 @@
 
 from services.aggregator.topology import MAX_COPY_LINE_BYTES
 from services.aggregator.worker import AGGREGATOR, COPY_PART_BYTES
-from shared.levers.small_first_batch import cold_batch
+from services.workers import WORKERS
+from shared.levers.small_first_batch import COLD_FRACTION, COLD_LEAST_RECORDS, cold_batch
 from shared.worker.batch_size import BatchSize
 
 
@@ -41,11 +42,13 @@ def big_backlog() -> dict[int, int]:
     return {0: 2_000_000, 1: 5_000_000, 2: 3_000_000}
 
 
-def test_a_cold_process_reads_a_200th_of_a_full_batch_first_unless_that_is_under_250_records():
-    assert cold_batch(100_000, big_backlog) == (1, 500)  # the text processor's
-    assert cold_batch(2_000_000, big_backlog) == (1, 10_000)  # the aggregator's
-    assert cold_batch(50_000, big_backlog) == (1, 250)
-    assert cold_batch(49_999, big_backlog) is None  # small batches already: no run to spare
+def test_a_cold_process_reads_a_fraction_of_a_full_batch_first_unless_that_would_be_too_few_records():
+    for worker in WORKERS.values():
+        first = cold_batch(worker.batch_records, big_backlog)
+        assert first == (1, worker.batch_records // COLD_FRACTION), worker.name
+    least = COLD_LEAST_RECORDS * COLD_FRACTION
+    assert cold_batch(least, big_backlog) == (1, COLD_LEAST_RECORDS)
+    assert cold_batch(least - 1, big_backlog) is None  # small batches already: no run to spare
     assert cold_batch(500, big_backlog) is None
 
 
@@ -66,7 +69,7 @@ def test_a_backlog_of_up_to_two_cold_batches_is_read_whole_by_the_first_batch():
 def test_the_backlog_is_asked_for_only_when_a_small_first_batch_is_possible():
     def not_asked() -> dict[int, int]:
         raise AssertionError("the brokers asked for nothing")
-    assert cold_batch(49_999, not_asked) is None
+    assert cold_batch(COLD_LEAST_RECORDS * COLD_FRACTION - 1, not_asked) is None
 
 
 def test_the_aggregators_cold_first_batch_is_grouped_and_collected_by_one_spark_job():

@@ -16,6 +16,7 @@ from devstack.certificates import CertificateAuthority
 from devstack.local_stack import ROOT
 from services.workers import WORKERS
 from shared import config as config_module
+from shared import jvm_options, levers
 from shared.config import ConfigError, SparkConfig, load
 from shared.jvm_options import driver_memory
 from shared.levers.jit import Jit
@@ -388,17 +389,19 @@ def test_the_heap_is_half_the_dynos_memory(tmp_path, limit, heap):
     assert driver_memory("3g", [str(limit_file)]) == "3g"
 
 
-def test_each_worker_compiles_its_code_as_measured():
-    """The text processor's records take C2's code; the aggregator's records
-    too, but not Spark's planning (both C2 ten times later than HotSpot's
-    default); the anomaly detector runs as fast with C1 alone, and starts
-    sooner (docs/decisions/jit.md)."""
-    chosen = {"text-processor": Jit.TIERED, "aggregator": Jit.TIERED_RECORDS, "anomaly-detector": Jit.C1_ONLY}
+def test_each_worker_compiles_its_code_as_it_declares_and_with_the_lever_off_as_hotspot_does(monkeypatch):
+    """A worker's `jvm.jit` (docs/decisions/jit.md) reaches its driver's
+    options, with no other worker's; with `LEVERS_OFF=jit`, none does."""
     jit_options = {option for jit in Jit for option in jit.value}
+    assert len({worker.jvm.jit for worker in WORKERS.values()}) > 1, "the workers choose differently"
     for worker in WORKERS.values():
         options = spark_options(worker.name, SparkConfig(), worker.jvm)
         java_options = set(options["spark.driver.extraJavaOptions"].split())
-        assert java_options & jit_options == set(chosen[worker.name].value), worker.name
+        assert java_options & jit_options == set(worker.jvm.jit.value), worker.name
+    monkeypatch.setattr(jvm_options, "LEVERS", levers.from_environment({"LEVERS_OFF": "jit"}))
+    for worker in WORKERS.values():
+        options = spark_options(worker.name, SparkConfig(), worker.jvm)
+        assert not set(options["spark.driver.extraJavaOptions"].split()) & jit_options, worker.name
 
 
 # Run as `python -m` runs a service, up to the step before Spark's JVM is
