@@ -1,6 +1,8 @@
-"""The Heroku-like broker is real: TLS with client certificates, a broker
-certificate that does not name the host, and prefix ACLs, reached only
-through the config module."""
+"""The app on a Heroku-like broker (TLS with client certificates, a broker
+certificate that does not name the host, prefix ACLs), reached only through
+the config module. Three tests check the stack itself (`test_the_stack_...`):
+that it refuses what Heroku's refuses, so that the app's tests on it mean
+what they would on Heroku."""
 
 import os
 import subprocess
@@ -69,7 +71,7 @@ def test_kafka_python_produces_consumes_and_commits_through_the_config(stack, pr
     consumer.close()
 
 
-def test_an_unprefixed_topic_is_denied(stack, prefix):
+def test_the_stack_denies_the_app_an_unprefixed_topic_as_heroku_does(stack, prefix):
     stack.broker.create_topics("", names=["unprefixed-topic"])  # by the admin, as Heroku's CLI
     producer = KafkaProducer(**app_kafka(stack, prefix).kafka_python_kwargs(), max_block_ms=10000)
     with pytest.raises(TopicAuthorizationFailedError):
@@ -77,7 +79,7 @@ def test_an_unprefixed_topic_is_denied(stack, prefix):
     producer.close()
 
 
-def test_an_unprefixed_group_is_denied(stack, prefix):
+def test_the_stack_denies_the_app_an_unprefixed_group_as_heroku_does(stack, prefix):
     kafka = app_kafka(stack, prefix)
     with KafkaAdminClient(**kafka.kafka_python_kwargs()) as admin:
         with pytest.raises(GroupAuthorizationFailedError):
@@ -98,7 +100,7 @@ def group_offsets_listed(admin, group):
         return False
 
 
-def test_the_app_cannot_create_topics(stack, prefix):
+def test_the_stack_denies_the_app_creating_topics_as_heroku_does(stack, prefix):
     kafka = app_kafka(stack, prefix)
     with KafkaAdminClient(**kafka.kafka_python_kwargs()) as admin:
         with pytest.raises(TopicAuthorizationFailedError):
