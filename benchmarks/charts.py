@@ -8,10 +8,8 @@ chart per headline figure over time (docs/benchmarks/<headline>.png, with
 the machine's gauge beside it), written between the page's markers.
 """
 
-import functools
 import re
 import statistics
-import subprocess
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -41,29 +39,26 @@ def series(headline: Headline, kept: list[results.Result]) -> dict[str, list[res
     return {label: sorted(runs, key=when) for label, runs in sorted(lines.items())}
 
 
-@functools.cache
-def position(commit: str) -> int:
-    """How far along the history a commit is (its ancestors); -1 if unknown here."""
-    counted = subprocess.run(["git", "rev-list", "--count", commit.rstrip("+")], cwd=results.ROOT,
-                             capture_output=True, text=True)
-    return int(counted.stdout) if counted.returncode == 0 else -1
+def newest(run: results.Result) -> tuple[int, datetime]:
+    """A run's place: its version's in the history, then its time."""
+    return (run.order if run.order is not None else -1, when(run))
 
 
 def latest(headline: Headline, kept: list[results.Result]) -> str:
     """Each series' figure of its newest version (the last run of it), and
     the least and most of that version's runs within a day of it."""
-    parts, newest = [], []
+    parts, lasts = [], []
     for label, runs in series(headline, kept).items():
-        last = max(runs, key=lambda run: (position(run.commit), when(run)))
+        last = max(runs, key=newest)
         day = [run.figures[headline.figure] for run in runs
                if run.commit == last.commit and when(run) >= when(last) - SPREAD]
         value = f"{_number(last.figures[headline.figure])} {headline.unit}"
         spread = f" ({_number(min(day))} to {_number(max(day))}, {len(day)} runs)" if len(day) > 1 else ""
         parts.append(f"{label + ' ' if label else ''}{value}{spread}")
-        newest.append(last)
+        lasts.append(last)
     if not parts:
         return "not run since the figures are kept"
-    last = max(newest, key=lambda run: (position(run.commit), when(run)))
+    last = max(lasts, key=newest)
     return f"{'; '.join(parts)} (`{last.commit}`, {last.utc[:10]})"
 
 

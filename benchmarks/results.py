@@ -43,6 +43,9 @@ class Result:
     figures: dict[str, Any] = field(default_factory=dict)  # a report's numbers and labels (worker=...)
     run_s: float | None = None  # set on a case's whole run, and then no figures
     env: dict[str, str] = field(default_factory=dict)  # the knobs it ran with (BENCH_*, LEVERS_OFF)
+    # How far along the history its commit is (the commit's ancestors), kept
+    # with it: a checkout without git history (Heroku CI's) still orders versions.
+    order: int | None = None
 
 
 @functools.cache
@@ -57,6 +60,14 @@ def gauge_s() -> float:
             digest.update(block)
         best = min(best, time.perf_counter() - began)
     return round(best, 4)
+
+
+@functools.cache
+def order_of(commit: str) -> int | None:
+    """The commit's ancestors, counted by git; None where git does not know it."""
+    counted = subprocess.run(["git", "rev-list", "--count", commit.rstrip("+")], cwd=ROOT,
+                             capture_output=True, text=True)
+    return int(counted.stdout) if counted.returncode == 0 else None
 
 
 @functools.cache
@@ -87,12 +98,12 @@ def knobs() -> dict[str, str]:
 
 def figures(case: str, numbers: dict[str, Any]) -> None:
     """Keep one report line of `case`, measured now."""
-    append(Result(case, commit(), now(), gauge_s(), numbers, env=knobs()))
+    append(Result(case, commit(), now(), gauge_s(), numbers, env=knobs(), order=order_of(commit())))
 
 
 def run(case: str, seconds: float) -> None:
     """Keep the wall-clock seconds of `case`'s whole run."""
-    append(Result(case, commit(), now(), gauge_s(), run_s=round(seconds, 1), env=knobs()))
+    append(Result(case, commit(), now(), gauge_s(), run_s=round(seconds, 1), env=knobs(), order=order_of(commit())))
 
 
 def read(path: Path | None = None) -> list[Result]:
@@ -126,4 +137,4 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     given = dict(knob.split("=", 1) for knob in sys.argv[4:])
     for case, numbers in parsed(sys.stdin):
-        append(Result(case, sys.argv[2], sys.argv[3], None, numbers, env=given))
+        append(Result(case, sys.argv[2], sys.argv[3], None, numbers, env=given, order=order_of(sys.argv[2])))

@@ -19,6 +19,7 @@ def test_a_report_line_is_kept_with_its_commit_time_and_the_hours_gauge(tmp_path
                                                               "runs": 3})
     assert figures.commit == results.commit() and len(figures.commit) >= 7 and figures.utc.endswith("Z")
     assert figures.gauge_s is not None and figures.gauge_s > 0 and run.gauge_s == figures.gauge_s
+    assert figures.order == results.order_of(figures.commit)  # its place in the history, kept with it
     assert (run.run_s, run.figures) == (480.0, {})
     assert figures.env == run.env == {"BENCH_RUNS": "3", "LEVERS_OFF": "phase"}  # the knobs it ran with
 
@@ -47,6 +48,11 @@ def test_a_headlines_latest_figure_comes_with_its_spread_over_a_day():
             for utc, member, s in [("2026-12-01T10:00:00Z", "static", 9.0), ("2026-12-04T09:00:00Z", "static", 4.5),
                                    ("2026-12-04T10:00:00Z", "static", 4.0), ("2026-12-04T10:00:00Z", "dynamic", 31.0)]]
     assert charts.latest(headline, kept) == "sigkill 4.00 s (4.00 to 4.50, 2 runs) (`aaa1111`, 2026-12-04)"
+    # An older version measured after it (a before/after pair) is not the latest.
+    older = results.Result("restart", "bbb2222", "2026-12-04T11:00:00Z", 0.4,
+                           {"fault": "sigkill", "member": "static", "seconds_median": 3.0}, order=1)
+    newer = [results.Result(**{**run.__dict__, "order": 2}) for run in kept]
+    assert charts.latest(headline, [*newer, older]).startswith("sigkill 4.00 s")
 
 
 def test_the_benchmarks_page_and_its_charts_are_drawn_from_the_kept_results():
