@@ -67,7 +67,7 @@ def main(names):
 
 def minutes(names):
     """Minutes the cases `names` take: each one's last run, or its estimate."""
-    last = {result.case: result.run_s for result in results_module.read() if result.run_s is not None}
+    last = results_module.run_seconds(results_module.read())
     return sum(last[name] / 60 if name in last else CATALOG[name].minutes for name in names)
 
 

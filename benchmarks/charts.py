@@ -67,7 +67,7 @@ def _number(value: float) -> str:
 
 
 def table(kept: list[results.Result]) -> str:
-    runs = {result.case: result.run_s for result in kept if result.run_s is not None}
+    runs = results.run_seconds(kept)
     rows = ["| case | what it measures | runs for | latest (spread over a day) | target |", "|---|---|---|---|---|"]
     for name, case in CASES.items():
         took = f"{runs[name] / 60:.0f} min" if name in runs else f"about {case.minutes} min"

@@ -113,6 +113,11 @@ def read(path: Path | None = None) -> list[Result]:
     return [Result(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
+def run_seconds(kept: list[Result]) -> dict[str, float]:
+    """Each case's seconds, as its last kept run took them."""
+    return {result.case: result.run_s for result in kept if result.run_s is not None}
+
+
 def parsed(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """`bench=CASE key=value ...` lines as (case, figures): numbers as numbers."""
     for line in lines:
