@@ -123,7 +123,7 @@ class Harness:
         self.member: GroupMember | None = None
         self.progress: GroupProgress | PostgresProgress
         if isinstance(worker.sink, KafkaSink):
-            stack.broker.create_topics(prefix, names=[worker.topic, worker.sink.topic])  # as its declaration says
+            stack.broker.create_topics(prefix, names=list(worker.topics))  # as its declaration says
             self.runs = Runs()
             self.member = GroupMember(self.kafka, worker.name, worker.topic, self.stop_requested,
                                       on_revoke=self.runs.revoke)
@@ -254,6 +254,9 @@ class _Crashing(PostgresSink[Any]):
         summary = self.sink.summarize(batch, records)
         self._reached(Step.AFTER_SUMMARY)
         return summary
+
+    def dead_letters(self, batch: DataFrame, summary: Any) -> DataFrame | None:
+        return self.sink.dead_letters(batch, summary)
 
     def write(self, connection: Connection, summary: Any) -> dict[str, Any]:
         fields = self.sink.write(connection, summary)

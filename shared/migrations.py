@@ -15,6 +15,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from shared import config as config_module
+from shared import dead_letters
 from shared.config import ConfigError
 from shared.logs import log
 
@@ -32,6 +33,8 @@ STEPS: Steps = [
             partition   int    NOT NULL,
             next_offset bigint NOT NULL,
             PRIMARY KEY (consumer, topic, partition))"""),
+    # Every worker's skipped records (shared.dead_letters).
+    dead_letters.TABLE,
 ]
 
 

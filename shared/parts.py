@@ -2,7 +2,7 @@
 holds is bounded by bytes however many distinct keys a batch has."""
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from pyspark.sql import Column
@@ -21,3 +21,25 @@ def collected_in_parts(total_bytes: int, part_bytes: int, collect: Callable[[int
     keep each near `part_bytes` of the `total_bytes`."""
     parts = math.ceil(total_bytes / part_bytes)
     return (collect(parts, part) for part in range(parts))
+
+
+class CopySource:
+    """A batch's COPY text as a file of bytes, read a slice at a time: the
+    text is ASCII (hex words), so no second whole copy is made (io.StringIO
+    held 4 bytes a character; joining a part to its newline, one more)."""
+
+    def __init__(self, parts: Iterable[str]) -> None:
+        self.parts, self.text, self.at = iter(parts), "", 0
+
+    def read(self, size: int) -> bytes:
+        while self.at >= len(self.text):
+            part = next(self.parts, None)
+            if part is None:
+                return b""
+            if part:
+                follows_a_part = bool(self.text)
+                self.text, self.at = part, 0
+                if follows_a_part:  # end the last line of the part before
+                    return b"\n"
+        chunk, self.at = self.text[self.at:self.at + size], self.at + size
+        return chunk.encode("ascii")

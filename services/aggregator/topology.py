@@ -38,6 +38,7 @@ from shared.events import (
     window_start,
 )
 from shared.parts import in_part
+from shared.worker import dead_letter
 
 # A record's status: small numbers group faster than names.
 COUNTED, REPEATED, BAD_TIME, BAD_KEY = 0, 1, 2, 3
@@ -68,12 +69,18 @@ def _header_columns() -> list[Column | str]:
 def _record_columns(window_seconds: int) -> list[Column | str]:
     """A record's window (null unless its event time is plausible), word,
     partition, offset and place fields (each null if it is not digits)."""
-    fields, place_millis = place_fields(F.col("place"))
+    fields, _ = place_fields(F.col("place"))
+    return [_window(window_seconds).alias("window_start"), F.col("value").cast("string").alias("word"),
+            "partition", "offset", *[field.alias(name) for name, field in fields.items()]]
+
+
+def _window(window_seconds: int) -> Column:
+    """A record's window, of its headers `place` and `event_time` (looked
+    up: _header_columns) or its timestamp; null unless that is plausible."""
+    _, place_millis = place_fields(F.col("place"))
     header_millis = F.col("event_time").cast("string").try_cast("long")
     millis = F.coalesce(place_millis, header_millis, F.unix_millis("timestamp"))
-    return [F.when(plausible_millis(millis), window_start(millis, window_seconds)).alias("window_start"),
-            F.col("value").cast("string").alias("word"), "partition", "offset",
-            *[field.alias(name) for name, field in fields.items()]]
+    return F.when(plausible_millis(millis), window_start(millis, window_seconds))
 
 
 @functools.cache
@@ -95,6 +102,17 @@ def _unless_counted() -> list[Column | str]:
 @functools.cache
 def _storable_word() -> Column:
     return F.coalesce(storable_key(F.col("word")), F.lit(False))
+
+
+def dead_letters(words: DataFrame, window_seconds: int) -> DataFrame:
+    """The batch's records skipped as BAD_TIME or BAD_KEY, as dead letters
+    (reasons `bad_time`, `bad_key`); repeats are no dead letters: counted once already."""
+    records = words.select("*", header(PLACE_HEADER, 1).alias("place"),
+                           header(EVENT_TIME_HEADER, 1).alias("event_time"))
+    word = F.col("value").cast("string")
+    reason = (F.when(_window(window_seconds).isNull(), F.lit("bad_time"))
+              .when(~F.coalesce(storable_key(word), F.lit(False)), F.lit("bad_key")))
+    return records.select(dead_letter(reason).alias("dead_letter")).where(F.col("dead_letter").isNotNull())
 
 
 def classified(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:

@@ -12,6 +12,7 @@ from services.aggregator.topology import (
     MAX_COPY_LINE_BYTES,
     Summary,
     copy_text,
+    dead_letters,
     grouped,
     run_thresholds,
     small_batch_groups,
@@ -20,7 +21,7 @@ from services.aggregator.topology import (
 )
 from shared.config import Config
 from shared.events import PLACE_HEADER, line_place, place_value
-from shared.parts import collected_in_parts
+from shared.parts import CopySource, collected_in_parts
 from shared.retention import Retention
 from shared.worker import Context, DriverJvm, Jit, PostgresSink, Worker, kafka_records
 
@@ -73,28 +74,6 @@ Summarized = tuple[DataFrame | None, Summary, Places]
 # driver: 2,000,000 words of 2,000 bytes would be 8 GB of text. Enough for
 # a cold first batch's, however long its words, to be collected whole.
 COPY_PART_BYTES = 48 << 20
-
-
-class CopySource:
-    """A batch's COPY text as a file of bytes, read a slice at a time: the
-    text is ASCII (hex words), so no second whole copy is made (io.StringIO
-    held 4 bytes a character; joining a part to its newline, one more)."""
-
-    def __init__(self, parts: Iterable[str]) -> None:
-        self.parts, self.text, self.at = iter(parts), "", 0
-
-    def read(self, size: int) -> bytes:
-        while self.at >= len(self.text):
-            part = next(self.parts, None)
-            if part is None:
-                return b""
-            if part:
-                follows_a_part = bool(self.text)
-                self.text, self.at = part, 0
-                if follows_a_part:  # end the last line of the part before
-                    return b"\n"
-        chunk, self.at = self.text[self.at:self.at + size], self.at + size
-        return chunk.encode("ascii")
 
 
 def add_counts(connection: Connection, groups: DataFrame | None, result: Summary, window_seconds: int) -> None:
@@ -156,6 +135,10 @@ class WordCounts(PostgresSink[Summarized]):
                 groups.unpersist()
             groups, result = summarized(per_run)
         return groups, result, {pair: place for pair, place in after.items() if before.get(pair) != place}
+
+    def dead_letters(self, batch: DataFrame, summarized: Summarized) -> DataFrame | None:
+        result = summarized[1]
+        return dead_letters(batch, self.window_seconds) if result.bad_time or result.bad_key else None
 
     def write(self, connection: Connection, summarized: Summarized) -> dict[str, int]:
         groups, result, moved = summarized

@@ -10,8 +10,9 @@ Failed logins without a user id, or with one Postgres cannot keep as a key
 (shared.events.storable_key), are counted under the user "" so that one
 aggregation gives both the counts and how many lines were skipped; those
 whose timestamp is not a plausible event time (shared.events) likewise, with
-no window. A batch's counts are summed up in Spark (`summary`), or in Python
-once a small batch's are collected (`summed_up`).
+no window; each of those lines is a dead letter (`dead_letters`). A batch's
+counts are summed up in Spark (`summary`), or in Python once a small
+batch's are collected (`summed_up`).
 """
 
 import functools
@@ -23,6 +24,7 @@ from pyspark.sql import functions as F
 
 from shared.events import MAX_KEY_BYTES, plausible_millis, storable_key, window_start
 from shared.parts import in_part
+from shared.worker import dead_letter
 
 FAILED_LOGIN = "login failed"
 NO_USER = ""
@@ -39,6 +41,16 @@ def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
     lines skipped: with no window, for a bad timestamp; else for no usable user."""
     is_failed_login, user_and_window = _line_columns(window_seconds)
     return lines.where(is_failed_login).select(*user_and_window).groupBy("user", "window_start").count()
+
+
+def dead_letters(lines: DataFrame) -> DataFrame:
+    """The batch's failed logins skipped, as dead letters: `bad_time`, else `no_user`."""
+    line = F.col("value").cast("string")
+    user = user_id(line)
+    reason = (F.when(~plausible_millis(F.unix_millis("timestamp")), F.lit("bad_time"))
+              .when(~F.coalesce(storable_key(user), F.lit(False)) | (user == NO_USER), F.lit("no_user")))
+    return lines.where(line.contains(FAILED_LOGIN)).select(dead_letter(reason).alias("dead_letter")).where(
+        F.col("dead_letter").isNotNull())
 
 
 # Made once, not for each batch: each Column made in Python is a call into

@@ -14,6 +14,7 @@ from services.anomaly_detector.topology import (
     MAX_COUNT_BYTES,
     Summary,
     counts_part,
+    dead_letters,
     failed_logins,
     small_batch_counts,
     summary,
@@ -75,6 +76,10 @@ class FailedLogins(PostgresSink[Counted]):
             return summed_up(small_batch_counts(batch, window_seconds).collect())
         counts = failed_logins(batch, window_seconds).persist()
         return counts, summary(counts)
+
+    def dead_letters(self, batch: DataFrame, counted: Counted) -> DataFrame | None:
+        result = counted[1]
+        return dead_letters(batch) if result.no_user or result.bad_time else None
 
     def write(self, connection: Connection, counted: Counted) -> dict[str, int]:
         counts, result = counted

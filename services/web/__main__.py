@@ -4,13 +4,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import FrameType
 
 import uvicorn
 from sqlalchemy import Engine, create_engine
 
 from services.web.app import create_app
+from services.web.dead_letter_keeper import DeadLetterKeeper
 from services.web.health import KafkaUnavailable, WorkerHealth
 from services.web.history import History
 from services.web.tables import MIGRATIONS
@@ -42,22 +43,22 @@ class Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def migrate_in_background(database_url: str, server: Server) -> None:
+def migrate_in_background(engine: Engine, server: Server, then: Callable[[], object]) -> None:
     """The schema the dashboard reads, made as the workers make it: in a
     thread, so that $PORT is bound at once (Heroku allows 60 s) even while
-    Postgres is away; until then the API answers 503. A Postgres that
-    refuses TLS ends the server, and the process with that one line."""
+    Postgres is away; until then the API answers 503; `then()` once it is
+    made. A Postgres that refuses TLS ends the server, and the process with
+    that one line."""
     def run() -> None:
-        engine = create_engine(database_url, pool_pre_ping=True)
         try:
             postgres_outage(server.stopping).retry(lambda: migrate(engine, MIGRATIONS))
         except StopRequested:
-            pass
+            return
         except ConfigError as refusal:
             server.refusal = refusal
             server.should_exit = True  # uvicorn's own flag: the server stops as on a signal
-        finally:
-            engine.dispose()
+            return
+        then()
     background.thread(run, name="migrate")
 
 
@@ -103,12 +104,16 @@ def main() -> None:
     server = Server(stopping, uvicorn.Config(
         app, host="0.0.0.0", port=port, access_log=False, log_level="warning",  # noqa: S104 - Heroku's router
         timeout_graceful_shutdown=GRACEFUL_STOP_S, proxy_headers=True, server_header=False))
-    migrate_in_background(config.database_url, server)
+    # The one engine that writes: the migrations, then the dead-letter keeper.
+    writer = create_engine(config.database_url, pool_pre_ping=True, pool_size=1, max_overflow=1)
+    keeper = DeadLetterKeeper(writer, config.kafka, config.retention_hours, stopping)
+    migrate_in_background(writer, server, then=keeper.start)
     log("start", app="web", port=port)
     server.run()
     stopping.set()
     health.close()
     engine.dispose()
+    writer.dispose()
     if server.refusal:
         raise server.refusal
     log("stopped", app="web")

@@ -144,6 +144,16 @@ def create_app(engine: Engine, health: WorkerHealth, history: History, password:
         after = since or datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
         return JSONResponse({"alerts": await read(lambda c: queries.alerts(c, since_id, after, limit))})
 
+    @app.get("/api/dead-letters", summary="Records the workers skipped: counts by reason, the newest first")
+    async def dead_letters(hours: int = Query(24, ge=1, le=24 * 366),
+                           limit: int = Query(20, ge=1, le=500)) -> JSONResponse:
+        """The dead letters skipped in the last `hours`: how many per worker
+        and reason, and the newest `limit` of them (a value's first bytes, escaped)."""
+        since = _now() - datetime.timedelta(hours=hours)
+        counts, latest = await read(lambda c: (queries.dead_letter_counts(c, since),
+                                               queries.dead_letters(c, since, limit)))
+        return JSONResponse({"since": queries.iso(since), "counts": counts, "latest": latest})
+
     @app.get("/api/health", summary="Each worker's consumer group: lag, copies, last commit")
     async def worker_health() -> JSONResponse:
         return JSONResponse({"workers": await run_in_threadpool(health.read)})
@@ -169,13 +179,15 @@ def create_app(engine: Engine, health: WorkerHealth, history: History, password:
             workers = await run_in_threadpool(health.read)
         except KafkaUnavailable:
             workers = None
+        alerts: list[Any] | None
+        letters: list[dict] | None
         try:
-            alerts = await read(queries.alert_totals)
+            alerts, letters = await read(lambda c: (queries.alert_totals(c), queries.dead_letter_counts(c)))
         except DBAPIError as error:
             if not _not_ready(error):
                 raise
-            alerts = None
-        return Response(exposition(workers, alerts), media_type=OPENMETRICS)
+            alerts = letters = None
+        return Response(exposition(workers, alerts, letters), media_type=OPENMETRICS)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

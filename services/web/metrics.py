@@ -1,8 +1,9 @@
 """`GET /metrics`: the workers' state in the OpenMetrics text format, for
 Prometheus-style scrapers, from the same readings as the dashboard: each
 consumer group in Kafka (lag and committed offset per partition, copies, the
-age of the last committed batch) and the alert outbox in Postgres (alerts
-raised, published and delivered, by severity and channel).
+age of the last committed batch), the alert outbox in Postgres (alerts
+raised, published and delivered, by severity and channel) and the dead
+letters (by worker and reason).
 
 A reading that fails (the broker or Postgres away) leaves its families out
 and says so in `streams_kafka_up` or `streams_postgres_up`, so a scrape
@@ -21,17 +22,20 @@ from services.web.queries import CHANNEL_OF_SEVERITY
 __all__ = ["CONTENT_TYPE_LATEST", "exposition"]
 
 
-def exposition(workers: list[dict[str, Any]] | None, alerts: list[Any] | None) -> bytes:
-    """The OpenMetrics text of `workers` (as WorkerHealth.read gives them)
-    and `alerts` (rows of queries.alert_totals); None for a reading that failed."""
+def exposition(workers: list[dict[str, Any]] | None, alerts: list[Any] | None,
+               letters: list[dict[str, Any]] | None = None) -> bytes:
+    """The OpenMetrics text of `workers` (as WorkerHealth.read gives them),
+    `alerts` (rows of queries.alert_totals) and `letters` (as
+    queries.dead_letter_counts gives them); None for a reading that failed."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Reading(workers, alerts))
+    registry.register(_Reading(workers, alerts, letters))
     return generate_latest(registry)
 
 
 class _Reading(Collector):
-    def __init__(self, workers: list[dict[str, Any]] | None, alerts: list[Any] | None) -> None:
-        self.workers, self.alerts = workers, alerts
+    def __init__(self, workers: list[dict[str, Any]] | None, alerts: list[Any] | None,
+                 letters: list[dict[str, Any]] | None) -> None:
+        self.workers, self.alerts, self.letters = workers, alerts, letters
 
     def collect(self) -> Iterable[Metric]:
         kafka_up = GaugeMetricFamily("streams_kafka_up", "Whether the brokers answered this scrape")
@@ -43,6 +47,13 @@ class _Reading(Collector):
             yield from _worker_families(self.workers)
         if self.alerts is not None:
             yield from _alert_families(self.alerts)
+        if self.letters is not None:
+            # Rows of the table: RETENTION_HOURS deletes old ones (a counter reset).
+            letters = CounterMetricFamily("streams_dead_letters", "Records a worker skipped and kept",
+                                          labels=["worker", "reason"])
+            for row in self.letters:
+                letters.add_metric([row["worker"], row["reason"]], row["letters"])
+            yield letters
 
 
 def _worker_families(workers: list[dict[str, Any]]) -> Iterable[Metric]:

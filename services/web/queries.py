@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 CHANNEL_OF_SEVERITY = {"urgent": "pagerduty", "email": "email"}  # channels.py
+PREVIEW_BYTES = 120  # a dead letter's value shown: its first bytes
 
 LATEST_COMPLETE_WINDOW = text("""
     SELECT max(window_start) FROM windowed_counts
@@ -40,6 +41,13 @@ ALERT_TOTALS = text("""
     SELECT severity, count(*) AS raised, count(published_at) AS published, count(delivered_at) AS delivered,
            count(refused_at) AS refused
     FROM alert_outbox GROUP BY severity ORDER BY severity""")
+DEAD_LETTERS = text(f"""
+    SELECT worker, reason, topic, partition, "offset", timestamp_ms, skipped_at, value_bytes, replayed_at,
+           substring(value FROM 1 FOR {PREVIEW_BYTES}) AS value_start
+    FROM dead_letters WHERE skipped_at >= :since ORDER BY skipped_at DESC LIMIT :limit""")
+DEAD_LETTER_COUNTS = text("""
+    SELECT worker, reason, count(*) AS letters FROM dead_letters
+    WHERE skipped_at >= :since GROUP BY worker, reason ORDER BY worker, reason""")
 # Stored offsets only move forward and alert ids only grow: the offsets' sum
 # changes with every stored batch, the highest id with every new alert.
 PROGRESS_MARKER = text("""
@@ -88,6 +96,31 @@ def _alert(row: Any) -> dict:
             "threshold": alert["threshold"], "raised_at": iso(row.created_at),
             "published_at": iso(row.published_at), "channel": CHANNEL_OF_SEVERITY.get(row.severity),
             "delivery": delivery, "delivered_at": iso(row.delivered_at)}
+
+
+def dead_letters(connection: Connection, since: datetime.datetime, limit: int) -> list[dict]:
+    """The newest `limit` dead letters skipped at or after `since`, newest first."""
+    rows = connection.execute(DEAD_LETTERS, {"since": since, "limit": limit})
+    return [{"worker": row.worker, "reason": row.reason, "topic": row.topic, "partition": row.partition,
+             "offset": row.offset, "timestamp_ms": row.timestamp_ms, "skipped_at": iso(row.skipped_at),
+             "value_bytes": row.value_bytes, "value_start": escaped(row.value_start),
+             "replayed_at": iso(row.replayed_at)} for row in rows]
+
+
+def dead_letter_counts(connection: Connection, since: datetime.datetime | None = None) -> list[dict]:
+    """Per worker and reason: the dead letters skipped at or after `since` (all if None)."""
+    after = since or datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    rows = connection.execute(DEAD_LETTER_COUNTS, {"since": after})
+    return [{"worker": row.worker, "reason": row.reason, "letters": row.letters} for row in rows]
+
+
+def escaped(value: bytes | None) -> str | None:
+    """Bytes as text a page can show: UTF-8 where it is, else \\x escapes,
+    and every character that does not print (NUL, a newline) escaped too."""
+    if value is None:
+        return None
+    decoded = bytes(value).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in decoded)
 
 
 def progress_marker(connection: Connection) -> tuple:

@@ -4,7 +4,8 @@ The public API, what a service imports: `Worker` (name, input topic,
 topology, sink, batch size, warm-up on `kafka_records`; see
 services/workers.py), its sink
 (`KafkaSink`, or a `PostgresSink` whose hooks it fills: shared.worker.sinks),
-`Context` (what a sink's `open` gets) and `main`. The framework builds and
+`Context` (what a sink's `open` gets), `dead_letter` (a record it skips,
+as the framework keeps it once: shared.dead_letters) and `main`. The framework builds and
 runs the query; nothing else of shared.worker is a service's to import.
 A service's `__main__` calls `main("services.<name>.worker")`: the stop
 signal first, then the declaration, the configuration and Spark's JVM
@@ -68,6 +69,7 @@ Who owns what:
   join while Spark starts, the warm-up, retention, alert publishing and delivery.
 """
 
+from shared.dead_letters import dead_letter
 from shared.jvm_options import DriverJvm
 from shared.levers.jit import Jit
 from shared.levers.warm_up import kafka_records
@@ -76,4 +78,4 @@ from shared.worker.sinks import BACK_TO_BACK, STEADY_TRIGGER, KafkaSink, Postgre
 from shared.worker.spec import Context, Topology, Worker
 
 __all__ = ["BACK_TO_BACK", "STEADY_TRIGGER", "Context", "DriverJvm", "Jit", "KafkaSink", "PostgresSink", "Topology",
-           "Worker", "kafka_records", "main"]
+           "Worker", "dead_letter", "kafka_records", "main"]

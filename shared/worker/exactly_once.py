@@ -15,6 +15,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 from sqlalchemy import Connection
 
+from shared import dead_letters
 from shared.logs import log
 from shared.offsets import batch_ranges
 from shared.outages import StopRequested
@@ -22,18 +23,20 @@ from shared.worker.batch_size import BatchSize, measurement, observed
 from shared.worker.lifecycle import Ended
 from shared.worker.progress import PostgresProgress, StaleBatchError
 from shared.worker.query_run import QueryRun
+from shared.worker.sinks import PostgresSink
 
 A = TypeVar("A")
 
 
 def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryRun, checkpoint: str,
-                  summarize: Callable[[DataFrame, int], A], write: Callable[[Connection, A], dict[str, Any]],
-                  after_commit: Callable[[], None], phase_s: float | None) -> Callable[[DataFrame, int], None]:
+                  sink: PostgresSink[A], summarize: Callable[[DataFrame, int], A],
+                  phase_s: float | None) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function for `run`'s query, checkpointed in
     `checkpoint`, that calls a PostgresSink's hooks as its class documents
-    them (shared.worker.sinks): `summarize(batch, records)`, then
-    `write(connection, summary)` in the transaction that stores the
-    offsets, then `after_commit()`; given `phase_s`, the batch then holds
+    them (shared.worker.sinks): `summarize(batch, records)` (the sink's,
+    after the worker's topology), then in the transaction that stores the
+    offsets its dead letters and `write(connection, summary)`, then
+    `after_commit()`; given `phase_s`, the batch then holds
     on until the next may begin that far past a second (`QueryRun.pace`).
     What `summarize` caches (persist) lives until the commit, or until the
     next batch begins if this one failed: nothing else of the process is cached.
@@ -59,8 +62,13 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
             batch.sparkSession.catalog.clearCache()
             batch, observation = observed(batch)
             summary = summarize(batch, sum(end - first for first, end in ranges.values()))
+            letters = sink.dead_letters(batch, summary)
             storing = time.monotonic()
-            fields = progress.commit(ranges, lambda connection: write(connection, summary))
+
+            def store(connection: Connection) -> dict[str, Any]:
+                kept = dead_letters.store_frame(connection, run.app, letters) if letters is not None else 0
+                return {**sink.write(connection, summary), **({"dead_letters": kept} if kept else {})}
+            fields = progress.commit(ranges, store)
         except StopRequested:
             run.abandon(batch_id)
             run.end(Ended.STOPPED)
@@ -77,7 +85,7 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
         size = measurement(observation)
         measured = {"rows_in": size[0], "bytes_in": size[1]} if size else {}
         run.report(batch_id, **{"postgres_ms": int((time.monotonic() - storing) * 1000), **measured, **fields})
-        after_commit()
+        sink.after_commit()
         if size and batch_size.measured(*size):
             run.end(Ended.RESIZED)
         batch.sparkSession.catalog.clearCache()

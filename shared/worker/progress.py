@@ -16,6 +16,8 @@ from typing import Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, text
 
+from shared import dead_letters
+from shared.dead_letters import DeadLetter
 from shared.logs import log
 from shared.offsets import EARLIEST, LATEST, Offsets, Ranges
 from shared.outages import postgres_outage
@@ -28,8 +30,8 @@ class ProgressStore(Protocol):
     def stored(self) -> Offsets:
         """{partition: next offset} where this worker's runs resume."""
 
-    def skip(self, partition: int, offset: int) -> None:
-        """Store the offset past one record, unread."""
+    def skip(self, partition: int, offset: int, letter: DeadLetter | None) -> None:
+        """Store the offset past one record, unread, and its dead letter."""
 
 
 def starting_offsets(partitions: tuple[int, ...], store: ProgressStore, start_from: str = "earliest") -> Offsets:
@@ -47,7 +49,9 @@ class GroupProgress:
     def stored(self) -> Offsets:
         return self.member.committed()
 
-    def skip(self, partition: int, offset: int) -> None:
+    def skip(self, partition: int, offset: int, letter: DeadLetter | None) -> None:
+        if letter is not None:  # before the commit: sent twice after a crash, it is still kept once
+            dead_letters.send(self.member.kafka, [letter])
         self.member.commit({partition: offset + 1})
 
 
@@ -86,8 +90,9 @@ class PostgresProgress:
             "SELECT partition, next_offset FROM kafka_offsets WHERE consumer = :consumer AND topic = :topic"),
             {"consumer": self.consumer, "topic": self.topic}).all()})
 
-    def skip(self, partition: int, offset: int) -> None:
-        self.commit({partition: (offset, offset + 1)}, lambda connection: {})
+    def skip(self, partition: int, offset: int, letter: DeadLetter | None) -> None:
+        self.commit({partition: (offset, offset + 1)},
+                    lambda connection: dead_letters.store(connection, [letter] if letter else []))
 
     def read(self, query: Callable[[Connection], T]) -> T:
         """query(connection), retried while Postgres cannot be reached."""

@@ -18,7 +18,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
-from shared import background
+from shared import background, dead_letters
 from shared import config as config_module
 from shared import spark as spark_module
 from shared.levers import LEVERS
@@ -142,13 +142,14 @@ def start_query(worker: Worker, context: Context, run: QueryRun, source: DataFra
     topology, sink = worker.topology, worker.sink
     if isinstance(sink, KafkaSink):
         records = topology(source, run_bits) if topology else source
-        return spark_kafka.kafka_sink(records, context.kafka, sink.topic, checkpoint, run.trigger(sink.trigger))
+        return spark_kafka.kafka_sink(spark_kafka.with_dead_letters(records, worker.name, context.kafka, sink.topic),
+                                      context.kafka, checkpoint, run.trigger(sink.trigger))
 
     def summarize(batch: DataFrame, records: int) -> Any:
         return sink.summarize(topology(batch, run_bits) if topology else batch, records)
 
-    write_batch = foreach_batch(context.postgres, context.batch_size, run, checkpoint, summarize, sink.write,
-                                sink.after_commit, sink.phase_s if LEVERS.phase else None)
+    write_batch = foreach_batch(context.postgres, context.batch_size, run, checkpoint, sink, summarize,
+                                sink.phase_s if LEVERS.phase else None)
     return (source.writeStream.foreachBatch(write_batch).trigger(processingTime=run.trigger(sink.trigger))
             .option("checkpointLocation", checkpoint).start())
 
@@ -307,7 +308,8 @@ class Supervisor:
             return (stored, True) if cause is None or failure.cause == cause else None
         return run_on
 
-    def skip(self, partition: int, offset: int, **why: str) -> None:
-        """Store the offset past one record, unread."""
-        self.context.progress.skip(partition, offset)
+    def skip(self, partition: int, offset: int, letter_reason: str, **why: str) -> None:
+        """Store the offset past one record, unread, and keep it as a dead letter."""
+        letter = dead_letters.read(self.kafka, self.worker.name, self.topic, partition, offset, letter_reason)
+        self.context.progress.skip(partition, offset, letter)
         log("skipped_record", topic=self.topic, partition=partition, offset=offset, **why)

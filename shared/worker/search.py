@@ -56,7 +56,9 @@ class Searching(Protocol):
 
     def partition_run(self, cause: str | None) -> PartitionRun: ...
 
-    def skip(self, partition: int, offset: int, **why: str) -> None: ...
+    def skip(self, partition: int, offset: int, letter_reason: str, **why: str) -> None:
+        """Store the offset past one record, unread; keep it as a dead
+        letter of `letter_reason` (shared.dead_letters.REASONS)."""
 
 
 def scan(worker: Searching, failure: RunEnded) -> ScanEnded:
@@ -78,7 +80,7 @@ def scan(worker: Searching, failure: RunEnded) -> ScanEnded:
             outcome = run(partition, first, offset - first, offset)
             if outcome is None or outcome[0] < offset:
                 return ScanEnded(failure, skipped=False, stopped=worker.stop_requested.is_set())
-        worker.skip(partition, offset, reason="timestamp_beyond_spark")
+        worker.skip(partition, offset, "unreadable", reason="timestamp_beyond_spark")
     return ScanEnded(failure, skipped=bool(unreadable))
 
 
@@ -98,7 +100,7 @@ def search(worker: Searching, failure: RunEnded, cause: str) -> SearchEnded:
         if found == INTERRUPTED:
             break
         if found is not None:
-            worker.skip(partition, found, reason="failing", error=cause)
+            worker.skip(partition, found, "failing", reason="failing", error=cause)
             return SearchEnded(failure, skipped=True)
     return SearchEnded(failure, skipped=False, stopped=worker.stop_requested.is_set())
 

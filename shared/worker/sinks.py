@@ -5,7 +5,9 @@ topic on this copy's partitions, applies its topology, and starts the
 query for its sink (shared.worker.runner.start_query), one query run at a
 time, each on a fresh local checkpoint.
 
-- `KafkaSink`: the topology's records to a topic. Progress: the group's
+- `KafkaSink`: the topology's records to a topic, and those whose
+  `dead_letter` column is set (shared.dead_letters.dead_letter) to the
+  dead-letters topic instead. Progress: the group's
   committed offsets, committed once the batch's records are written. At
   least once: a batch re-sent after a crash is written again, in a new
   query run (its topology's `run` differs), so a reader that must count
@@ -38,7 +40,9 @@ S = TypeVar("S")
 @dataclass(frozen=True)
 class KafkaSink:
     """The topology's records (columns `key`, `value` and, if it makes them,
-    `headers`, as Spark's Kafka sink takes them) written to `<prefix><topic>`."""
+    `headers`, as Spark's Kafka sink takes them) written to `<prefix><topic>`;
+    a record whose `dead_letter` column (if it has one) is not null is a
+    dead letter instead, written to `<prefix>dead-letters`."""
 
     topic: str  # without the prefix
     trigger: str = STEADY_TRIGGER  # how often a batch may begin (shared.spark)
@@ -59,13 +63,19 @@ class PostgresSink(Generic[S]):
        transaction is committed, or until the next batch begins. It must
        store nothing: a batch given up (an outage, a stop, another copy
        that stored it first) is summarized again by the run that reads it next.
-    2. `write(connection, summary)`: inside the transaction that moves this
+    2. `dead_letters(batch, summary)`: of the batch's records as read
+       (before the worker's topology), those it skips, each once, as
+       `shared.dead_letters.dead_letter(reason)` makes them (a DataFrame
+       of one column, `dead_letter`), or None (the summary counted none:
+       then no job runs). The framework stores them in the
+       batch's transaction, before `write`.
+    3. `write(connection, summary)`: inside the transaction that moves this
        copy's stored offsets past the batch. Everything it writes through
        `connection` is stored exactly when those offsets are, once. In an
        outage the whole transaction is tried again: `write` must depend on
        `summary` and the database alone. It returns fields for the batch's
        log line: `rows_out`, and `skipped_<why>` for each record it left out.
-    3. `after_commit()`: once the transaction is committed, once per stored
+    4. `after_commit()`: once the transaction is committed, once per stored
        batch. A crash just before it loses the call, never the batch: what
        must happen for every batch belongs in `write` (an outbox row), and
        `after_commit` only hastens it (wakes a thread that reads the outbox).
@@ -90,6 +100,9 @@ class PostgresSink(Generic[S]):
 
     def summarize(self, batch: DataFrame, records: int) -> S:
         raise NotImplementedError
+
+    def dead_letters(self, batch: DataFrame, summary: S) -> DataFrame | None:
+        return None
 
     def write(self, connection: Connection, summary: S) -> dict[str, Any]:
         raise NotImplementedError

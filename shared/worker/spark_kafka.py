@@ -3,8 +3,10 @@
 import json
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from shared import dead_letters
 from shared.config import KafkaConfig
 from shared.worker.triggers import STEADY_TRIGGER
 
@@ -49,15 +51,33 @@ PRODUCER_BATCHING = {
 
 
 
-def kafka_sink(frame: DataFrame, kafka: KafkaConfig, topic: str, checkpoint: str,
-               trigger: str = STEADY_TRIGGER) -> StreamingQuery:
-    """Start writing a streaming DataFrame (key, value[, headers]) to `<prefix><topic>`."""
+def with_dead_letters(records: DataFrame, worker: str, kafka: KafkaConfig, topic: str) -> DataFrame:
+    """A topology's records with the `topic` each goes to: `<prefix><topic>`,
+    or for a dead letter (its `dead_letter` column set) the dead-letters topic."""
+    if "dead_letter" not in records.columns:
+        return records.withColumn("topic", F.lit(kafka.topic(topic)))
+    letter = F.col("dead_letter")
+    is_letter = letter.isNotNull()
+    key, value, headers = dead_letters.kafka_columns(worker, letter)
+    written = [F.when(is_letter, key).otherwise(F.col("key")).alias("key"),
+               F.when(is_letter, value).otherwise(F.col("value")).alias("value")]
+    if "headers" in records.columns:
+        written.append(F.when(is_letter, headers).otherwise(F.col("headers")).alias("headers"))
+    else:
+        written.append(F.when(is_letter, headers).alias("headers"))
+    written.append(F.when(is_letter, F.lit(kafka.topic(dead_letters.TOPIC))).otherwise(
+        F.lit(kafka.topic(topic))).alias("topic"))
+    return records.select(*written)
+
+
+def kafka_sink(frame: DataFrame, kafka: KafkaConfig, checkpoint: str, trigger: str = STEADY_TRIGGER) -> StreamingQuery:
+    """Start writing a streaming DataFrame (key, value[, headers], topic: its
+    prefixed topic, with_dead_letters) to Kafka."""
     return (
         frame.writeStream.format("kafka")
         .trigger(processingTime=trigger)
         .options(**kafka.spark_kafka_options())
         .options(**PRODUCER_BATCHING)
-        .option("topic", kafka.topic(topic))
         .option("checkpointLocation", checkpoint)
         .start()
     )

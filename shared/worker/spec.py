@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pyspark.sql import DataFrame, SparkSession
 
 from shared.config import Config, KafkaConfig
+from shared.dead_letters import TOPIC as DEAD_LETTERS_TOPIC
 from shared.jvm_options import DriverJvm
 from shared.worker.sinks import KafkaSink, PostgresSink
 
@@ -98,7 +99,8 @@ class Worker:
     def topics(self) -> tuple[str, ...]:
         """The topics it reads and writes, without the prefix: what the
         setup creates for it (services/workers.py)."""
-        written = (self.sink.topic,) if isinstance(self.sink, KafkaSink) else self.sink.topics
+        # A Kafka sink's dead letters go to a topic: a Postgres sink's to Postgres.
+        written = (self.sink.topic, DEAD_LETTERS_TOPIC) if isinstance(self.sink, KafkaSink) else self.sink.topics
         return (self.topic, *written)
 
     @property

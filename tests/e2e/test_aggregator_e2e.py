@@ -12,7 +12,7 @@ import pytest
 
 from devstack.kafka_io import committed_offsets, end_offsets, produce
 from devstack.local_stack import wait_until
-from devstack.postgres import stored_offsets, window_totals, windowed_counts
+from devstack.postgres import query, stored_offsets, window_totals, windowed_counts
 from tests.checks import heroku_like
 from tests.clock import T0
 
@@ -99,6 +99,13 @@ def test_words_across_windows_some_late_give_exactly_the_expected_rows(stack, pr
     assert sum(int(b["skipped_bad_key"]) for b in batches) == 4
     assert sum(int(b["skipped_bad_time"]) for b in batches) == 3
     assert len(worker.log_lines("skipped_record")) == 1
+    # Each skipped record kept once as a dead letter, its value as it was sent.
+    letters = query(database_url, "SELECT worker, topic, reason, value, timestamp_ms FROM dead_letters")
+    assert {row.worker for row in letters} == {"aggregator"} and {row.topic for row in letters} == {prefix + "words"}
+    assert sorted((row.reason, bytes(row.value)) for row in letters) == sorted(
+        [("bad_key", value if isinstance(value, bytes) else value.encode()) for value in odd[:4]]
+        + [("bad_time", word.encode()) for word in ("overflow", "ancient", "future")] + [("unreadable", b"beyond")])
+    assert [row.timestamp_ms for row in letters if row.reason == "unreadable"] == [2**62]
     # Spark failed on that record inside the foreachBatch function: skipped, no traceback.
     assert "Traceback" not in worker.output()
     # A cold first batch outlasts the trigger's second: its own line says how

@@ -9,6 +9,7 @@ from kafka import KafkaConsumer
 
 from devstack.kafka_io import committed_offsets, end_offsets, event_millis, produce, read_all
 from devstack.local_stack import wait_until
+from shared.dead_letters import DeadLetter
 from tests.checks import assert_no_stack_trace, heroku_like
 from tests.clock import T0_MS
 from tests.pipeline import words_written
@@ -114,6 +115,10 @@ def test_a_timestamp_spark_cannot_convert_skips_that_line_alone_even_across_a_st
     assert all(words[word] >= count for word, count in expected.items())
     skipped = worker.log_lines("skipped_record") or first.log_lines("skipped_record")
     assert [(s["partition"], s["offset"]) for s in skipped] == [("0", "10000")]
+    letters = [DeadLetter.of_kafka(record) for record in read_all(stack, prefix + "dead-letters", 1)]
+    assert {(letter.worker, letter.topic, letter.partition, letter.offset, letter.reason, letter.timestamp_ms,
+             letter.value, letter.key) for letter in letters} == {
+        ("text-processor", prefix + "textlines", 0, 10_000, "unreadable", 2**62, b"beyond spark", None)}
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
 

@@ -16,6 +16,7 @@ from devstack.kafka_io import committed_offsets, end_offsets, produce, read_all
 from devstack.local_stack import wait_until
 from shared import commit_note
 from shared.config import load
+from shared.dead_letters import DeadLetter
 from shared.worker.errors import failing_record_cause
 from shared.worker.group_member import GroupMember
 from tests.checks import assert_no_secret_in, assert_no_stack_trace, broker_away, heroku_like
@@ -141,6 +142,9 @@ def test_a_record_that_fails_its_batch_each_time_is_found_and_skipped_alone(stac
     assert len(searches) == 2 and searches[0]["error"] == skipped[0]["error"] != ""
     assert [(s["partition"], s["offset"], s["reason"]) for s in skipped] == [("0", "150", "failing"),
                                                                              ("0", "151", "failing")]
+    letters = [DeadLetter.of_kafka(record) for record in read_all(stack, prefix + "dead-letters", 2)]
+    assert sorted((letter.offset, letter.reason, letter.value) for letter in letters) == [
+        (150, "failing", b"poison"), (151, "failing", b"poison")]
     # A failed batch's words may have been sent before it failed: each line at least once.
     words = Counter(r.value.decode() for r in read_all(stack, prefix + "words", 600))
     assert set(words) == {line.upper() for line in good}

@@ -26,7 +26,9 @@ CONTRACT_TOPICS = re.findall(r"^\| `([a-z]+)` \|", CONTRACT.split("| topic | key
 
 
 def test_the_workers_declare_the_contracts_topics_and_consumer_groups():
-    assert set(TOPICS) == set(CONTRACT_TOPICS) == {"textlines", "words", "loglines", "alerts"}
+    # Besides the contract's, the Kafka sink's dead letters' (shared.dead_letters).
+    assert set(TOPICS) == {*CONTRACT_TOPICS, "dead-letters"}
+    assert set(CONTRACT_TOPICS) == {"textlines", "words", "loglines", "alerts"}
     groups = re.search(r"Consumer group ids: (.*?)\.\n", CONTRACT, re.DOTALL)[1]
     assert sorted(f"<prefix>{group}" for group in GROUPS) == sorted(re.findall(r"`([^`]+)`", groups))
 
@@ -149,7 +151,7 @@ def test_heroku_setup_on_a_basic_plan_creates_topics_and_consumer_groups(tmp_pat
     assert calls.index("kafka:wait --app my-app") < calls.index(
         "kafka:topics:create textlines --partitions 8 --app my-app")
     created = [call for call in calls if call.startswith("kafka:topics:create")]
-    assert created == [f"kafka:topics:create {topic} --partitions 8 --app my-app" for topic in CONTRACT_TOPICS]
+    assert created == [f"kafka:topics:create {topic} --partitions 8 --app my-app" for topic in TOPICS]
     assert calls.index("run --no-tty --exit-code --app my-app -- python -m services.workers") < calls.index(
         created[0])
     groups = [call.split()[1] for call in calls if call.startswith("kafka:consumer-groups:create")]
@@ -169,7 +171,7 @@ def test_heroku_setup_on_a_dedicated_plan_leaves_consumer_groups_to_kafka(tmp_pa
     calls = heroku_setup(tmp_path, prefix="", plan="standard-0")
     assert "addons:create heroku-kafka:standard-0 --as KAFKA --app my-app" in calls
     assert not [call for call in calls if call.startswith("kafka:consumer-groups:create")]
-    assert sum(call.startswith("kafka:topics:create") for call in calls) == len(CONTRACT_TOPICS)
+    assert sum(call.startswith("kafka:topics:create") for call in calls) == len(TOPICS)
 
 
 def imports(path, packages):

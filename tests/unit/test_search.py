@@ -81,8 +81,8 @@ class Worker:
             return outcome
         return run
 
-    def skip(self, partition, offset, **why):
-        self.skipped.append((partition, offset, why))
+    def skip(self, partition, offset, letter_reason, **why):
+        self.skipped.append((partition, offset, {"letter": letter_reason, **why}))
         self.stored = offset + 1
 
 
@@ -90,7 +90,8 @@ def test_two_poison_records_side_by_side_are_skipped_one_search_each():
     """e2e: test_a_record_that_fails_its_batch_each_time_is_found_and_skipped_alone."""
     worker = Worker(Partition(end=600, poison={150, 151}))
     first = search.search(worker, FAILURE, FAILURE.cause)
-    assert first.skipped and worker.skipped == [(0, 150, {"reason": "failing", "error": FAILURE.cause})]
+    assert first.skipped
+    assert worker.skipped == [(0, 150, {"letter": "failing", "reason": "failing", "error": FAILURE.cause})]
     second = search.search(worker, FAILURE, FAILURE.cause)
     assert second.skipped and worker.skipped[1][:2] == (0, 151)
     assert worker.stored == 152

@@ -222,6 +222,22 @@ async function showAlerts() {
   ]);
 }
 
+async function showDeadLetters() {
+  const hours = document.getElementById("dead-range").value;
+  const { counts, latest } = await api(`/api/dead-letters?hours=${hours}&limit=20`);
+  tableRows(document.getElementById("dead-counts"), counts, (row) => [
+    [row.worker], [row.reason], [row.letters.toLocaleString("en")],
+  ]);
+  tableRows(document.getElementById("dead-letters"), latest, (letter) => [
+    [time(letter.skipped_at)],
+    [letter.worker],
+    [letter.replayed_at ? `${letter.reason} (replayed)` : letter.reason],
+    [`${letter.topic} ${letter.partition}:${letter.offset}`, "id"],
+    [letter.value_start === null ? "(no value)"
+      : `${letter.value_start}${letter.value_bytes > 120 ? ` … (${letter.value_bytes.toLocaleString("en")} bytes)` : ""}`, "id"],
+  ]);
+}
+
 async function showHealth() {
   const { workers } = await api("/api/health");
   tableRows(document.getElementById("health"), workers, (worker) => [
@@ -280,6 +296,7 @@ document.getElementById("word-form").addEventListener("submit", (event) => {
   refresh([showSeries]);
 });
 document.getElementById("top-range").addEventListener("change", () => refresh([showTopWords]));
+document.getElementById("dead-range").addEventListener("change", () => refresh([showDeadLetters]));
 let resizing = 0;
 window.addEventListener("resize", () => {
   clearTimeout(resizing);
@@ -288,5 +305,5 @@ window.addEventListener("resize", () => {
   }, 100);
 });
 new EventSource("/api/events").addEventListener("update", () =>
-  refresh([showTopWords, showVolume, showSeries, showAlerts, showHealth, showHistory]));
-setInterval(() => refresh([showHealth, showHistory]), HEALTH_EVERY_MS);
+  refresh([showTopWords, showVolume, showSeries, showAlerts, showDeadLetters, showHealth, showHistory]));
+setInterval(() => refresh([showHealth, showHistory, showDeadLetters]), HEALTH_EVERY_MS);
