@@ -17,6 +17,7 @@ from benchmarks import (
     batch_overhead,
     cluster,
     cold_start,
+    dead_letter_flood,
     kafka_plans,
     kafka_streams,
     kafka_tools,
@@ -50,6 +51,7 @@ CASES = {
     "aggregator": aggregator.main,
     "anomaly_detector": anomaly_detector.main,
     "web": web.main,
+    "dead_letter_flood": dead_letter_flood.main,
     "cluster": cluster.main,
     "soak": soak.main,
 }
