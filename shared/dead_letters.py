@@ -211,11 +211,14 @@ LINE_OVERHEAD_BYTES = 200  # a line's fields besides its key's and value's hex
 
 def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
     """Store the `dead_letter` column's letters of `letters` (Spark jobs: a
-    count, then the COPY text a part at a time); how many were new."""
+    count, then the COPY text a part at a time, of the letters cached by the
+    first: the batch is read once more, not once a job); how many were new.
+    Called inside a micro-batch, whose end uncaches them (shared.worker.exactly_once)."""
     from pyspark.sql import functions as F
 
     from shared.parts import CopySource, collected_in_parts, in_part
 
+    letters = letters.persist()
     letter = F.col("dead_letter")
     hex_bytes = 2 * (F.coalesce(F.octet_length(letter["key"]), F.lit(0))
                      + F.coalesce(F.octet_length(letter["value"]), F.lit(0)))

@@ -27,8 +27,9 @@ from devstack.kafka_io import produce
 from devstack.local_stack import ROOT, free_port, wait_until
 from devstack.postgres import postgres_url, stored_offsets
 from services.web.__main__ import read_only_engine
-from shared import commit_note
+from shared import commit_note, dead_letters
 from shared.config import load
+from shared.dead_letters import DeadLetter
 from tests.checks import heroku_like
 from tests.clock import T0
 
@@ -220,6 +221,44 @@ def test_metrics_are_what_kafka_and_postgres_hold_in_openmetrics_behind_the_pass
     member.close()
 
 
+def store_dead_letters(web_env_kafka, database_url, prefix):
+    """One dead letter in Postgres (an aggregator's, as its batch stores it)
+    and one on the topic, sent twice (a text processor's re-sent batch),
+    for the web's keeper to store once."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    word = DeadLetter("aggregator", prefix + "words", 1, 5, T0 * 1000, "bad_key", now, None, b"nul\x00\xffword",
+                      None, 10)
+    line = DeadLetter("text-processor", prefix + "textlines", 0, 9, T0 * 1000, "too_long", now, b"k",
+                      b"x" * 5000, 1, 5000)
+    engine = create_engine(postgres_url(database_url))
+    with engine.begin() as connection:
+        dead_letters.store(connection, [word])
+    engine.dispose()
+    dead_letters.send(web_env_kafka, [line])
+    dead_letters.send(web_env_kafka, [line])
+
+
+def test_dead_letters_from_postgres_and_from_the_topic_are_shown_once_counted_and_escaped(
+        web, stack, prefix, database_url):
+    store_dead_letters(load(stack.environment(prefix)).kafka, database_url, prefix)
+
+    def shown():
+        body = web.json("/api/dead-letters?hours=1")
+        return len(body["latest"]) == 2 and body
+    body = wait_until(shown, 30, "both dead letters, the topic's kept by the web process")
+    assert body["counts"] == [{"worker": "aggregator", "reason": "bad_key", "letters": 1},
+                              {"worker": "text-processor", "reason": "too_long", "letters": 1}]
+    by_worker = {letter["worker"]: letter for letter in body["latest"]}
+    assert by_worker["aggregator"]["value_start"] == "nul\\x00\\xffword"
+    assert (by_worker["aggregator"]["topic"], by_worker["aggregator"]["offset"]) == (prefix + "words", 5)
+    assert by_worker["text-processor"]["value_start"] == "x" * 120
+    assert by_worker["text-processor"]["value_bytes"] == 5000
+    _, _, metrics = web.get("/metrics")
+    read = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(metrics) for sample in family.samples}
+    assert read["streams_dead_letters_total", (("reason", "too_long"), ("worker", "text-processor"))] == 1
+
+
 # A fixed instant, not tests.clock: these calls store nothing, and every xdist
 # worker must collect the same test ids.
 AT = int(datetime.datetime(2026, 11, 20, 10, tzinfo=datetime.timezone.utc).timestamp())
@@ -393,6 +432,7 @@ def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
     store_alert(database_url, "東京のユーザー", T0, 75, "email", 50)
     store_alert(database_url, "mallory", T0, 101, "urgent", 100)
     window = "–".join(time.strftime("%H:%M:%S", time.gmtime(t)) for t in (T0, T0 + 10))  # in UTC
+    store_dead_letters(load(stack.environment(prefix)).kafka, database_url, prefix)  # a long value too
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -412,6 +452,11 @@ def test_the_page_shows_the_stored_numbers_and_each_new_batch_without_a_reload(
         page.locator("#health tr", has_text="aggregator").wait_for()
         aggregator_row = page.inner_text("#health tr:nth-child(2)").split("\t")
         assert aggregator_row[:3] == ["aggregator", "1", "0"]
+
+        page.locator("#dead-letters tr").nth(1).wait_for()
+        rows = sorted(page.inner_text(f"#dead-letters tr:nth-child({n})").split("\t")[1:4] for n in (1, 2))
+        assert rows == [["aggregator", "bad_key", f"{prefix}words 1:5"],
+                        ["text-processor", "too_long", f"{prefix}textlines 0:9"]]
 
         page.fill("#word", "alpha")
         page.click("button")

@@ -53,3 +53,12 @@ def test_a_reading_that_failed_is_left_out_and_said_so():
     read = samples(exposition(WORKERS, None))
     assert read["streams_kafka_up", ()] == 1 and read["streams_postgres_up", ()] == 0
     assert not any(name.startswith("streams_alerts") for name, _ in read)
+
+
+def test_dead_letters_are_counted_by_worker_and_reason_and_left_out_when_postgres_is_away():
+    letters = [{"worker": "aggregator", "reason": "bad_key", "letters": 4},
+               {"worker": "text-processor", "reason": "too_long", "letters": 1}]
+    read = samples(exposition(WORKERS, ALERTS, letters))
+    assert read["streams_dead_letters_total", (("reason", "bad_key"), ("worker", "aggregator"))] == 4
+    assert read["streams_dead_letters_total", (("reason", "too_long"), ("worker", "text-processor"))] == 1
+    assert not [name for name, _ in samples(exposition(WORKERS, None, None)) if name.startswith("streams_dead")]
