@@ -228,9 +228,11 @@ def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
         return 0
 
     def part_text(parts: int, part: int) -> str:
-        rows = letters.where(in_part(parts, part, "dead_letter.partition", "dead_letter.offset")).agg(
-            F.string_agg(copy_line(letter), "\n").alias("lines")).first()
-        return (rows.lines if rows else None) or ""
+        # Lines collected and joined here: Spark's string_agg is an object
+        # aggregation in one task, twice as slow (docs/decisions/dead-letters.md).
+        rows = letters.where(in_part(parts, part, "dead_letter.partition", "dead_letter.offset")).select(
+            copy_line(letter).alias("line")).collect()
+        return "\n".join(row.line for row in rows)
 
     raw: Any = connection.connection  # psycopg2's, whose cursor is a context manager
     with raw.cursor() as cursor:
