@@ -50,8 +50,8 @@ CASES = {
     "text_processor": text_processor.main,
     "aggregator": aggregator.main,
     "anomaly_detector": anomaly_detector.main,
-    "web": web.main,
     "dead_letter_flood": dead_letter_flood.main,
+    "web": web.main,
     "cluster": cluster.main,
     "soak": soak.main,
 }

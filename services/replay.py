@@ -78,13 +78,16 @@ def replay(engine: Engine, kafka: KafkaConfig, worker: str, reason: str | None =
                     {"worker": worker, "topic": row.topic, "partition": row.partition, "offset": row.offset,
                      "sent_from": ends[(row.topic, row.partition)]} for row in chunk])
             now_ms = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
+            futures = []
             for row in chunk:
                 plausible = row.timestamp_ms is not None and 0 <= row.timestamp_ms <= now_ms
-                producer.send(row.topic, partition=row.partition, key=row.key, value=row.value,
-                              timestamp_ms=row.timestamp_ms if plausible else None,
-                              headers=[(dead_letters.REPLAY_HEADER, dead_letters.name(
-                                  worker, row.topic, row.partition, row.offset).encode())])
+                futures.append(producer.send(row.topic, partition=row.partition, key=row.key, value=row.value,
+                                          timestamp_ms=row.timestamp_ms if plausible else None,
+                                          headers=[(dead_letters.REPLAY_HEADER, dead_letters.name(
+                                              worker, row.topic, row.partition, row.offset).encode())]))
             producer.flush()
+            for each in futures:
+                each.get()  # raises what the brokers answered, if not taken: the rest stays marked
             with engine.begin() as connection:
                 mark(connection, MARK_REPLAYED, worker, [(row.topic, row.partition, row.offset) for row in chunk])
             sent += len(chunk)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -245,35 +246,39 @@ def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
 
 # The driver's side: a record the search skipped, read and kept by itself.
 
-def read(kafka: KafkaConfig, worker: str, topic: str, partition: int, offset: int, reason: str) -> DeadLetter | None:
+def read(kafka: KafkaConfig, worker: str, topic: str, partition: int, offset: int, reason: str,
+         stop_requested: threading.Event) -> DeadLetter | None:
     """The dead letter of one record of `topic` (prefixed), read now; None
-    if it is gone (retention removed it) or the broker does not answer."""
-    from kafka.errors import KafkaError
-
+    if it is gone (retention removed it). Waits out a broker's outage
+    (StopRequested on a stop meanwhile)."""
+    from shared.outages import kafka_outage
     from shared.topic_reader import TopicReader
 
-    try:
+    def read_it() -> DeadLetter | None:
         with TopicReader(kafka, topic, [partition]) as reader:
             reader.seek({partition: offset})
             for record in reader.records({partition: offset + 1}, READ_TIMEOUT_S):
                 return DeadLetter.of_record(worker, record, reason)
-    except KafkaError:
-        pass
-    return None
+        return None
+    return kafka_outage(stop_requested).retry(read_it)
 
 
-def send(kafka: KafkaConfig, letters: list[DeadLetter]) -> None:
-    """Write letters to the dead-letters topic and wait until the brokers have them all."""
+def send(kafka: KafkaConfig, letters: list[DeadLetter], stop_requested: threading.Event) -> None:
+    """Write letters to the dead-letters topic, and wait until the brokers
+    have them all; through a broker's outage (StopRequested on a stop)."""
     from kafka import KafkaProducer
 
-    from shared.outages import kafka_client
+    from shared.outages import kafka_client, kafka_outage
 
-    producer = kafka_client(KafkaProducer, **kafka.kafka_python_kwargs(), acks="all",
-                            max_request_size=KEPT_BYTES + (48 << 10))
-    try:
-        for letter in letters:
-            key, value, headers = letter.as_kafka()
-            producer.send(kafka.topic(TOPIC), key=key, value=value, headers=headers)
-        producer.flush(timeout=READ_TIMEOUT_S)
-    finally:
-        producer.close(timeout=5)
+    def send_them() -> None:
+        producer = kafka_client(KafkaProducer, **kafka.kafka_python_kwargs(), acks="all",
+                                max_request_size=KEPT_BYTES + (48 << 10))
+        try:
+            sent = [producer.send(kafka.topic(TOPIC), key=key, value=value, headers=headers)
+                    for key, value, headers in (letter.as_kafka() for letter in letters)]
+            producer.flush(timeout=READ_TIMEOUT_S)
+            for each in sent:
+                each.get(timeout=READ_TIMEOUT_S)  # raises what the brokers answered, if not taken
+        finally:
+            producer.close(timeout=5)
+    kafka_outage(stop_requested).retry(send_them)

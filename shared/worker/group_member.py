@@ -80,6 +80,7 @@ class GroupMember(AsyncConsumerRebalanceListener):
     def __init__(self, kafka: KafkaConfig, app: str, topic: str, stop_requested: threading.Event,
                  on_revoke: Callable[[], Offsets | None] = lambda: None) -> None:
         self.kafka = kafka
+        self.stop_requested = stop_requested
         self.topic = kafka.topic(topic)
         self.group_id = kafka.group_id(app)
         self.partitions: tuple[int, ...] | None = None  # assigned to this copy; None while the group rebalances

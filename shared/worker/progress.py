@@ -51,7 +51,7 @@ class GroupProgress:
 
     def skip(self, partition: int, offset: int, letter: DeadLetter | None) -> None:
         if letter is not None:  # before the commit: sent twice after a crash, it is still kept once
-            dead_letters.send(self.member.kafka, [letter])
+            dead_letters.send(self.member.kafka, [letter], self.member.stop_requested)
         self.member.commit({partition: offset + 1})
 
 

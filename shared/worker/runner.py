@@ -310,6 +310,7 @@ class Supervisor:
 
     def skip(self, partition: int, offset: int, letter_reason: str, **why: str) -> None:
         """Store the offset past one record, unread, and keep it as a dead letter."""
-        letter = dead_letters.read(self.kafka, self.worker.name, self.topic, partition, offset, letter_reason)
+        letter = dead_letters.read(self.kafka, self.worker.name, self.topic, partition, offset, letter_reason,
+                                   self.stop_requested)
         self.context.progress.skip(partition, offset, letter)
         log("skipped_record", topic=self.topic, partition=partition, offset=offset, **why)
