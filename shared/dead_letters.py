@@ -148,21 +148,25 @@ def store(connection: Connection, letters: list[DeadLetter]) -> int:
 
 # Spark's side: a worker's dead letters as a column, for its topology or its sink.
 
-def dead_letter(reason: Column) -> Column:
+def dead_letter(reason: Column, record: Column | None = None) -> Column:
     """The dead letter of the Kafka record in scope (the source's columns
-    key, value, topic, partition, offset, timestamp), null where `reason`
-    (one of REASONS) is null: a struct a worker's topology or sink hands
-    the framework, which stores it (`kafka_columns`, `copy_text`)."""
+    key, value, topic, partition, offset, timestamp, or those fields of the
+    struct `record`), null where `reason` (one of REASONS) is null: a struct
+    a worker's topology or sink hands the framework, which stores it
+    (`kafka_columns`, `store_frame`)."""
     from pyspark.sql import functions as F
 
-    value = F.substring(F.col("value"), F.lit(1), F.lit(KEPT_BYTES))
+    def field(name: str) -> Column:
+        return F.col(name) if record is None else record[name]
+
+    value = F.substring(field("value"), F.lit(1), F.lit(KEPT_BYTES))
     room = F.greatest(F.lit(0), F.lit(KEPT_BYTES) - F.coalesce(F.octet_length(value), F.lit(0)))
     return F.when(reason.isNotNull(), F.struct(
-        reason.alias("reason"), F.col("topic").alias("topic"), F.col("partition").alias("partition"),
-        F.col("offset").alias("offset"), F.unix_millis(F.col("timestamp")).alias("timestamp"),
+        reason.alias("reason"), field("topic").alias("topic"), field("partition").alias("partition"),
+        field("offset").alias("offset"), F.unix_millis(field("timestamp")).alias("timestamp"),
         F.unix_millis(F.current_timestamp()).alias("skipped_at"),
-        F.substring(F.col("key"), F.lit(1), room).alias("key"), value.alias("value"),
-        F.octet_length(F.col("key")).alias("key_bytes"), F.octet_length(F.col("value")).alias("value_bytes")))
+        F.substring(field("key"), F.lit(1), room).alias("key"), value.alias("value"),
+        F.octet_length(field("key")).alias("key_bytes"), F.octet_length(field("value")).alias("value_bytes")))
 
 
 def kafka_columns(worker: str, letter: Column) -> tuple[Column, Column, Column]:

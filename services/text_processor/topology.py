@@ -19,10 +19,11 @@ skipped; the batch's log line counts them (`skipped_bad_time`,
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from shared.events import PLACE_HEADER, fits_a_key, line_place, place_value, plausible_millis
+from shared.events import MAX_KEY_BYTES, PLACE_HEADER, fits_a_key, line_place, place_value, plausible_millis
 from shared.worker import dead_letter
 
 NON_WORD_RUNS = r"(?U)\W+"
+KAFKA_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 
 def words(lines: DataFrame, run: int) -> DataFrame:
@@ -31,8 +32,12 @@ def words(lines: DataFrame, run: int) -> DataFrame:
     dead letters (column dead_letter, null for a word). `run` names the
     query run that writes them."""
     on_time = plausible_millis(F.unix_millis("timestamp"))
-    lines = lines.select("key", "value", "topic", "partition", "offset", "timestamp",
-                         F.lower(F.col("value").cast("string")).alias("text"))
+    # The record itself is carried on only for a line that may become a dead
+    # letter: one out of time, or long enough to hold a word too long once
+    # lower-cased (which makes a character at most 1.5 times as long).
+    maybe_dead = ~on_time | (F.octet_length("value") * 3 > MAX_KEY_BYTES * 2)
+    lines = lines.select("partition", "offset", "timestamp", F.lower(F.col("value").cast("string")).alias("text"),
+                         F.when(maybe_dead, F.struct(*KAFKA_FIELDS)).alias("record"))
     # Both counts are taken of the lines: an observation of the words came
     # between the split and the records made of it, and took every word out
     # of Spark's generated code and back. A line holds a word too long only
@@ -45,7 +50,7 @@ def words(lines: DataFrame, run: int) -> DataFrame:
     # Selected before the split, so that it is made once per line, not per word.
     lines = lines.select("text", "on_time", line_place(F.col("partition"), F.col("offset"), F.lit(run),
                                                        F.unix_millis("timestamp")).alias("line_place"),
-                         dead_letter(reason).alias("dead_letter"))
+                         dead_letter(reason, F.col("record")).alias("dead_letter"))
     # A line's words, and after them, for a dead letter, one null: its record.
     split = F.split("text", NON_WORD_RUNS)
     letter_mark = F.array(F.lit(None).cast("string"))

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 
 from devstack.kafka_io import read_all
 from devstack.postgres import postgres_url, query
-from devstack.worker_testing import Harness, Step
+from devstack.worker_testing import Step
 from services import replay
 from services.aggregator.worker import AGGREGATOR
 from services.anomaly_detector.worker import ANOMALY_DETECTOR
@@ -29,19 +29,6 @@ TWO_DAYS_AHEAD_MS = int((datetime.datetime.now(datetime.timezone.utc).timestamp(
 MEGABYTE_WORD = "x" * 1_010_000  # its line is over what a dead letter keeps, under what Kafka takes
 COLUMNS = ('worker, topic, partition, "offset", timestamp_ms, reason, key, value, key_bytes, value_bytes, '
            "skipped_at, replayed_at")
-
-
-@pytest.fixture
-def harnesses(spark, stack, prefix, database_url):
-    made = []
-
-    def harness(worker, **environment):
-        made.append(Harness(worker, spark, stack, prefix, database_url, environment))
-        return made[-1]
-
-    yield harness
-    for each in made:
-        each.close()
 
 
 def letters(database_url):

@@ -14,7 +14,7 @@ import pytest
 
 from devstack.kafka_io import end_offsets
 from devstack.postgres import query, stored_offsets, windowed_counts
-from devstack.worker_testing import Harness, Step
+from devstack.worker_testing import Step
 from services.aggregator.worker import AGGREGATOR
 from services.anomaly_detector.worker import ANOMALY_DETECTOR
 from services.text_processor.worker import TEXT_PROCESSOR
@@ -24,20 +24,6 @@ from tests.clock import T0
 WORDS = ["alpha", "beta", "東京"] * 40  # 120 words, three batches of 40
 EVENT_MS = [(T0 + 7 * n % 30) * 1000 for n in range(len(WORDS))]  # across three windows
 EXPECTED_COUNTS = Counter(((ms // 1000) // 10 * 10, word) for word, ms in zip(WORDS, EVENT_MS, strict=True))
-
-
-@pytest.fixture
-def harnesses(spark, stack, prefix, database_url):
-    """Harness(worker, environment) on the test's stack; each closed after it."""
-    made = []
-
-    def harness(worker, **environment):
-        made.append(Harness(worker, spark, stack, prefix, database_url, environment))
-        return made[-1]
-
-    yield harness
-    for each in made:
-        each.close()
 
 
 def send_words(harness):
