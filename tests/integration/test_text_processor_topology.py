@@ -13,15 +13,17 @@ RUN = 12345
 
 
 NOW = datetime.datetime(2026, 11, 20, 10, 0, 0, tzinfo=datetime.timezone.utc)
-LINES = "value binary, timestamp timestamp, partition int, offset long"
+LINES = "key binary, value binary, topic string, timestamp timestamp, partition int, offset long"
 
 
 def tokenize(spark, values, timestamps=None, partition=3):
-    return words(textlines(spark, values, timestamps, partition), RUN).collect()
+    """The records for `words` made of the lines (not their dead letters)."""
+    return words(textlines(spark, values, timestamps, partition), RUN).where("dead_letter IS NULL").collect()
 
 
 def textlines(spark, values, timestamps=None, partition=3):
-    rows = [(value, (timestamps or {}).get(i, NOW), partition, 1000 + i) for i, value in enumerate(values)]
+    rows = [(b"k", value, "p.textlines", (timestamps or {}).get(i, NOW), partition, 1000 + i)
+            for i, value in enumerate(values)]
     return spark.createDataFrame(rows, LINES)
 
 
@@ -85,10 +87,19 @@ def test_words_too_long_for_a_key_and_lines_with_implausible_times_are_skipped_a
     values = [f"{longest} ok {longest}x {longest}y", f"{longest}x from the future", "soon", "İ" * 700]
     frame = words(textlines(spark, [value.encode() for value in values],
                             {1: now + datetime.timedelta(days=2), 2: now + datetime.timedelta(minutes=30)}), RUN)
-    assert sorted(row.value.decode() for row in frame.collect()) == sorted([longest, "ok", "soon"])
+    rows = frame.collect()
+    assert sorted(row.value.decode() for row in rows if row.dead_letter is None) == sorted([longest, "ok", "soon"])
     # Lower-cased, 700 İ take 2,100 bytes: too long, though the line took
     # 1,400. A line skipped for its time is not counted again for its words.
     assert observed(frame) == {"skipped_bad_time": 1, "skipped_too_long": 3}
+    # Each skipped line one dead letter, however many words too long it held, its value as it came.
+    letters = {row.dead_letter.offset: row.dead_letter for row in rows if row.dead_letter is not None}
+    assert {offset: letter.reason for offset, letter in letters.items()} == {
+        1000: "too_long", 1001: "bad_time", 1003: "too_long"}
+    assert all(row.key is None and row.value is None for row in rows if row.dead_letter is not None)
+    for offset, letter in letters.items():
+        assert (letter.value, letter.key, letter.topic) == (values[offset - 1000].encode(), b"k", "p.textlines")
+        assert (letter.partition, letter.value_bytes) == (3, len(values[offset - 1000].encode()))
 
 
 def observed(frame) -> dict[str, int]:
