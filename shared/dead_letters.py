@@ -107,10 +107,10 @@ class DeadLetter:
                           _length(record.key), _length(record.value))
 
     def as_kafka(self) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
-        """(key, value, headers) of its record on the dead-letters topic."""
+        """(key, value, headers) of its record on the dead-letters topic,
+        which is to be stamped when it was skipped (the producer's now)."""
         fields = {"worker": self.worker, "topic": self.topic, "partition": self.partition, "offset": self.offset,
                   "timestamp": self.timestamp_ms, "reason": self.reason,
-                  "skipped_at": int(self.skipped_at.timestamp() * 1000),
                   "key_bytes": self.key_bytes, "value_bytes": self.value_bytes}
         headers = [(FIELDS_HEADER, json.dumps(fields).encode())]
         return self.name.encode(), self.value, headers + ([(KEY_HEADER, self.key)] if self.key is not None else [])
@@ -121,7 +121,7 @@ class DeadLetter:
         by `as_kafka` or by the Kafka sink (`kafka_columns`)."""
         headers = dict(record.headers or [])
         fields = json.loads(headers[FIELDS_HEADER])
-        skipped_at = datetime.datetime.fromtimestamp(fields["skipped_at"] / 1000, datetime.timezone.utc)
+        skipped_at = datetime.datetime.fromtimestamp(record.timestamp / 1000, datetime.timezone.utc)
         return DeadLetter(fields["worker"], fields["topic"], fields["partition"], fields["offset"],
                           fields.get("timestamp"), fields["reason"], skipped_at, headers.get(KEY_HEADER),
                           record.value, fields.get("key_bytes"), fields.get("value_bytes"))
@@ -153,7 +153,10 @@ def dead_letter(reason: Column, record: Column | None = None) -> Column:
     key, value, topic, partition, offset, timestamp, or those fields of the
     struct `record`), null where `reason` (one of REASONS) is null: a struct
     a worker's topology or sink hands the framework, which stores it
-    (`kafka_columns`, `store_frame`)."""
+    (`kafka_columns`, `store_frame`). When it was skipped is not in it: a
+    streaming query writes the batch's time into the code it generates, and
+    would compile new code for every batch (shared.events): it is the
+    letter's record's timestamp on the topic, or its transaction's time."""
     from pyspark.sql import functions as F
 
     def field(name: str) -> Column:
@@ -164,7 +167,6 @@ def dead_letter(reason: Column, record: Column | None = None) -> Column:
     return F.when(reason.isNotNull(), F.struct(
         reason.alias("reason"), field("topic").alias("topic"), field("partition").alias("partition"),
         field("offset").alias("offset"), F.unix_millis(field("timestamp")).alias("timestamp"),
-        F.unix_millis(F.current_timestamp()).alias("skipped_at"),
         F.substring(field("key"), F.lit(1), room).alias("key"), value.alias("value"),
         F.octet_length(field("key")).alias("key_bytes"), F.octet_length(field("value")).alias("value_bytes")))
 
@@ -174,7 +176,7 @@ def kafka_columns(worker: str, letter: Column) -> tuple[Column, Column, Column]:
     from pyspark.sql import functions as F
 
     fields = F.to_json(F.struct(F.lit(worker).alias("worker"), *[letter[field].alias(field) for field in (
-        "topic", "partition", "offset", "timestamp", "reason", "skipped_at", "key_bytes", "value_bytes")]))
+        "topic", "partition", "offset", "timestamp", "reason", "key_bytes", "value_bytes")]))
     key = F.concat_ws("/", F.lit(worker), letter["topic"], letter["partition"], letter["offset"]).cast("binary")
     headers = F.array(F.struct(F.lit(FIELDS_HEADER).alias("key"), fields.cast("binary").alias("value")),
                       F.struct(F.lit(KEY_HEADER).alias("key"), letter["key"].alias("value")))
@@ -185,17 +187,16 @@ def kafka_columns(worker: str, letter: Column) -> tuple[Column, Column, Column]:
 # part at a time (shared.parts), hex so nothing needs escaping.
 COPY_TABLE = """
     CREATE TEMPORARY TABLE batch_dead_letters (topic text, partition int, "offset" bigint, timestamp_ms bigint,
-        reason text, skipped_at_ms bigint, key_hex text, value_hex text, key_bytes int, value_bytes int)
+        reason text, key_hex text, value_hex text, key_bytes int, value_bytes int)
     ON COMMIT DROP"""
 FROM_COPY = """
     INSERT INTO dead_letters (worker, topic, partition, "offset", timestamp_ms, reason, skipped_at,
                               key, value, key_bytes, value_bytes)
-    SELECT %(worker)s, topic, partition, "offset", timestamp_ms, reason, to_timestamp(skipped_at_ms / 1000.0),
+    SELECT %(worker)s, topic, partition, "offset", timestamp_ms, reason, now(),
            decode(key_hex, 'hex'), decode(value_hex, 'hex'), key_bytes, value_bytes
     FROM batch_dead_letters
     ON CONFLICT DO NOTHING"""
-COPY_FIELDS = ("topic", "partition", "offset", "timestamp", "reason", "skipped_at", "key", "value", "key_bytes",
-               "value_bytes")
+COPY_FIELDS = ("topic", "partition", "offset", "timestamp", "reason", "key", "value", "key_bytes", "value_bytes")
 
 
 def copy_line(letter: Column) -> Column:

@@ -24,8 +24,9 @@ WINDOW_SECONDS = 10
 def kafka_stream(spark, value) -> DataFrame:
     """A stream of Kafka-shaped records, `value` made of the row's number `n`."""
     rows = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1000).load()
-    return rows.select(F.lit(None).cast("binary").alias("key"), F.col("value").alias("n"), F.lit(0).alias("partition"),
-                       F.col("value").alias("offset"), "timestamp").withColumn("value", value.cast("binary"))
+    return rows.select(F.lit(None).cast("binary").alias("key"), F.col("value").alias("n"), F.lit("t").alias("topic"),
+                       F.lit(0).alias("partition"), F.col("value").alias("offset"), "timestamp").withColumn(
+        "value", value.cast("binary"))
 
 
 def place_headers(run: int) -> Column:

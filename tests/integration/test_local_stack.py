@@ -70,7 +70,7 @@ def test_the_command_line_runs_a_command_in_the_stacks_environment_then_stops_it
     assert exports["KAFKA_PREFIX"] == "cli."
     assert exports["KAFKA_URL"].startswith("kafka://127.0.0.1:")
     assert exports["DATABASE_URL"].startswith("postgres://postgres@127.0.0.1:")
-    assert "topics ['cli.alerts', 'cli.loglines', 'cli.textlines', 'cli.words']" in done.stdout
+    assert "topics ['cli.alerts', 'cli.dead-letters', 'cli.loglines', 'cli.textlines', 'cli.words']" in done.stdout
     assert not port_open(exports["KAFKA_URL"]) and not port_open(exports["DATABASE_URL"].split("@")[1].split("/")[0])
 
 
