@@ -139,3 +139,13 @@ def test_an_interrupted_replay_run_again_sends_each_letter_back_once(harnesses, 
     assert {record.partition for record in replayed} == {0}
     assert {dict(record.headers)[dead_letters.REPLAY_HEADER].decode() for record in replayed} == {
         f"anomaly-detector/{prefix}loglines/0/{offset}" for offset in range(5)}
+
+
+def test_two_copies_on_one_batch_of_bad_lines_keep_each_letter_once(harnesses, database_url):
+    """Another copy (a deploy's overlap, a rebalance) stores the batch between
+    this one's summary and its transaction: the fence rolls this one back."""
+    first, second = harnesses(ANOMALY_DETECTOR), harnesses(ANOMALY_DETECTOR)
+    first.send([f"| login failed {n}" for n in range(30)], timestamps_ms=[NOW_MS] * 30, partition=0)
+    ran = first.run(meanwhile=(Step.AFTER_SUMMARY, second.run))
+    assert ran.stored_everything and not ran.crashed
+    assert sorted(letters(database_url)) == [(0, offset) for offset in range(30)]
