@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, text
 from shared import background, dead_letters
 from shared.config import KafkaConfig
 from shared.dead_letters import DeadLetter
+from shared.logs import log
 from shared.outages import kafka_client
 from shared.retention import Retention
 
@@ -99,7 +100,13 @@ class DeadLetterKeeper:
         return self._consumer
 
     def _store(self, connection: Connection, polled: dict) -> int:
-        letters = [DeadLetter.of_kafka(record) for records in polled.values() for record in records]
+        letters = []
+        for records in polled.values():
+            for record in records:
+                try:
+                    letters.append(DeadLetter.of_kafka(record))
+                except (KeyError, TypeError, ValueError):  # not a worker's letter: one record never stalls the rest
+                    log("dead_letter_unreadable", partition=record.partition, offset=record.offset)
         kept = dead_letters.store(connection, letters)
         connection.execute(MOVE_POSITION, [{"topic": self.topic, "partition": tp.partition,
                                             "next_offset": records[-1].offset + 1} for tp, records in polled.items()])

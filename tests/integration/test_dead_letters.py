@@ -6,11 +6,12 @@ text processor, whose letters the web's keeper stores); and the replay,
 interrupted where it hurts and run again."""
 
 import datetime
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import create_engine
 
-from devstack.kafka_io import read_all
+from devstack.kafka_io import produce, read_all
 from devstack.postgres import postgres_url, query
 from devstack.worker_testing import Step
 from services import replay
@@ -149,3 +150,19 @@ def test_two_copies_on_one_batch_of_bad_lines_keep_each_letter_once(harnesses, d
     ran = first.run(meanwhile=(Step.AFTER_SUMMARY, second.run))
     assert ran.stored_everything and not ran.crashed
     assert sorted(letters(database_url)) == [(0, offset) for offset in range(30)]
+
+
+def test_the_keeper_leaves_out_a_record_on_its_topic_that_is_no_dead_letter(harnesses, stack, prefix, database_url):
+    processor = harnesses(TEXT_PROCESSOR)
+    letter = dead_letters.DeadLetter.of_record("text-processor", SimpleNamespace(
+        topic=prefix + "textlines", partition=0, offset=3, timestamp=NOW_MS, key=None, value=b"x"), "bad_time")
+    produce(stack, prefix + dead_letters.TOPIC, [b"junk"], partition=0)  # no headers: another producer's
+    dead_letters.send(processor.kafka, [letter], processor.stop_requested)
+    engine = create_engine(postgres_url(database_url))
+    migrate(engine, KEEPER_TABLES)
+    keeper = DeadLetterKeeper(engine, processor.kafka, 0, processor.stop_requested)
+    assert keeper.keep() == 1
+    keeper.close()
+    engine.dispose()
+    assert [(row.worker, row.offset, row.reason) for row in letters(database_url).values()] == [
+        ("text-processor", 3, "bad_time")]
