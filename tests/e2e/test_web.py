@@ -289,7 +289,7 @@ def test_a_bad_parameter_is_a_clear_400(web, path, problem):
 
 def test_every_route_wants_the_password_and_sends_security_headers(web):
     for path in ("/", "/static/dashboard.js", "/api/top-words", "/api/health", "/api/history", "/api/events",
-                 "/api/openapi.json"):
+                 "/api/dead-letters", "/api/openapi.json"):
         for password in (None, "wrong", PASSWORD + "x"):
             status, headers, _ = web.get(path, password=password)
             assert status == 401 and headers["WWW-Authenticate"].startswith("Basic"), (path, password)
@@ -300,8 +300,8 @@ def test_every_route_wants_the_password_and_sends_security_headers(web):
     assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
     assert web.get("/api/alerts", method="POST")[0] == 405
     paths = web.json("/api/openapi.json")["paths"]
-    assert sorted(paths) == ["/api/alerts", "/api/events", "/api/health", "/api/history", "/api/top-words",
-                             "/api/words-per-window", "/api/words/{word}/series"]
+    assert sorted(paths) == ["/api/alerts", "/api/dead-letters", "/api/events", "/api/health", "/api/history",
+                             "/api/top-words", "/api/words-per-window", "/api/words/{word}/series"]
     assert all(list(operations) == ["get"] for operations in paths.values())
     for _, _, body in (web.get("/api/health"), web.get("/api/openapi.json"), web.get("/")):
         assert PASSWORD not in json.dumps(body)

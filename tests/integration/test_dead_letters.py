@@ -6,6 +6,7 @@ text processor, whose letters the web's keeper stores); and the replay,
 interrupted where it hurts and run again."""
 
 import datetime
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +22,7 @@ from services.text_processor.worker import TEXT_PROCESSOR
 from services.web.dead_letter_keeper import MIGRATIONS as KEEPER_TABLES
 from services.web.dead_letter_keeper import DeadLetterKeeper
 from shared import dead_letters
+from shared.config import KafkaConfig
 from shared.migrations import migrate
 from tests.clock import T0
 
@@ -166,3 +168,18 @@ def test_the_keeper_leaves_out_a_record_on_its_topic_that_is_no_dead_letter(harn
     engine.dispose()
     assert [(row.worker, row.offset, row.reason) for row in letters(database_url).values()] == [
         ("text-processor", 3, "bad_time")]
+
+
+def test_dead_letters_skipped_longer_ago_than_the_retention_are_deleted(database_url):
+    engine = create_engine(postgres_url(database_url))
+    migrate(engine, KEEPER_TABLES)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    with engine.begin() as connection:
+        dead_letters.store(connection, [
+            dead_letters.DeadLetter("aggregator", "p.words", 0, offset, None, "bad_key",
+                                    now - datetime.timedelta(hours=hours_ago), None, b"w", None, 1)
+            for offset, hours_ago in enumerate([3, 1.5, 0.5])])
+    keeper = DeadLetterKeeper(engine, KafkaConfig(brokers=(), use_tls=False), 1, threading.Event())  # retention alone
+    assert keeper.retention.delete_old_rows() == {"dead_letters": 2}
+    engine.dispose()
+    assert sorted(letters(database_url)) == [(0, 2)]
