@@ -33,7 +33,7 @@ from shared.config import KafkaConfig
 from shared.logs import log
 from shared.topic_reader import TopicReader
 
-CHUNK = 500  # letters a round: at most 500 MB of values
+CHUNK = 50  # letters a round: their values (up to 1 MB each) are held in memory while they are sent
 SCAN_TIMEOUT_S = 120
 CHOSEN = """
     worker = :worker AND (CAST(:reason AS text) IS NULL OR reason = :reason)
