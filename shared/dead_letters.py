@@ -70,6 +70,12 @@ TABLE = ("dead_letters", """
         replayed_at    timestamptz,
         PRIMARY KEY (worker, topic, partition, "offset"));
     CREATE INDEX dead_letters_by_skipped_at ON dead_letters (skipped_at)""")
+# A batch's letters are copied straight in (store_frame): skipped when their
+# transaction began, and under a key whose first columns tell letters
+# apart, so that adding one to its index compares numbers, seldom text.
+COPIED_IN = ("dead_letters_copied_in", """
+    ALTER TABLE dead_letters ALTER COLUMN skipped_at SET DEFAULT now(),
+        DROP CONSTRAINT dead_letters_pkey, ADD PRIMARY KEY ("offset", partition, topic, worker)""")
 
 INSERT = text("""
     INSERT INTO dead_letters (worker, topic, partition, "offset", timestamp_ms, reason, skipped_at,
@@ -183,52 +189,57 @@ def kafka_columns(worker: str, letter: Column) -> tuple[Column, Column, Column]:
     return key, letter["value"], headers
 
 
-# In Postgres from Spark: the rows of a batch's dead letters as COPY text, a
-# part at a time (shared.parts), hex so nothing needs escaping.
-COPY_TABLE = """
-    CREATE TEMPORARY TABLE batch_dead_letters (topic text, partition int, "offset" bigint, timestamp_ms bigint,
-        reason text, key_hex text, value_hex text, key_bytes int, value_bytes int)
-    ON COMMIT DROP"""
-FROM_COPY = """
-    INSERT INTO dead_letters (worker, topic, partition, "offset", timestamp_ms, reason, skipped_at,
-                              key, value, key_bytes, value_bytes)
-    SELECT %(worker)s, topic, partition, "offset", timestamp_ms, reason, now(),
-           decode(key_hex, 'hex'), decode(value_hex, 'hex'), key_bytes, value_bytes
-    FROM batch_dead_letters
-    ON CONFLICT DO NOTHING"""
+# In Postgres from Spark: a batch's dead letters as COPY text, a part at a
+# time (shared.parts), key and value as bytea's hex so nothing needs escaping.
+# Straight into the table: before a batch no letter of its offsets is
+# stored, unless its offsets were reset. Then the COPY meets one and fails,
+# and the letters go through a table of their own, each added unless stored.
+COPY_COLUMNS = 'worker, topic, partition, "offset", timestamp_ms, reason, key, value, key_bytes, value_bytes'
 COPY_FIELDS = ("topic", "partition", "offset", "timestamp", "reason", "key", "value", "key_bytes", "value_bytes")
+COPY_SOME_STORED = """
+    CREATE TEMPORARY TABLE batch_dead_letters (LIKE dead_letters INCLUDING DEFAULTS) ON COMMIT DROP"""
+FROM_COPY = f"""
+    INSERT INTO dead_letters ({COPY_COLUMNS}) SELECT {COPY_COLUMNS} FROM batch_dead_letters
+    ON CONFLICT DO NOTHING"""
 
 
-def copy_line(letter: Column) -> Column:
-    """A dead letter as one line of COPY text (null fields as \\N)."""
+def copy_line(worker: str) -> Column:
+    """A dead letter of `worker`, its fields as columns, as one line of COPY
+    text (null fields as \\N)."""
     from pyspark.sql import functions as F
 
     def field(name: str) -> Column:
-        value = F.hex(letter[name]) if name in ("key", "value") else letter[name].cast("string")
+        value = F.concat(F.lit("\\\\x"), F.hex(name)) if name in ("key", "value") else F.col(name).cast("string")
         return F.coalesce(value, F.lit("\\N"))
-    return F.concat_ws("\t", *[field(name) for name in COPY_FIELDS])
+    return F.concat_ws("\t", F.lit(worker), *[field(name) for name in COPY_FIELDS])
 
 
 # A batch's dead letters reach Python this much COPY text at a time: a flood
 # of 1 MB values is never all in the driver at once.
-PART_BYTES = 48 << 20
+PART_BYTES = 16 << 20
 LINE_OVERHEAD_BYTES = 200  # a line's fields besides its key's and value's hex
 
 
 def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
-    """Store the `dead_letter` column's letters of `letters` (Spark jobs: a
-    count, then the COPY text a part at a time, of the letters cached by the
-    first: the batch is read once more, not once a job); how many were new.
-    Called inside a micro-batch, whose end uncaches them (shared.worker.exactly_once)."""
+    """Store the letters of the `dead_letter` column of `letters` (null: no
+    letter); how many were new. Spark jobs: a count, which caches the
+    letters (the batch is read once more, not once a job), then the COPY
+    text a part at a time. Called inside a micro-batch, whose end uncaches
+    them (shared.worker.exactly_once)."""
+    from psycopg2.errors import UniqueViolation
     from pyspark.sql import functions as F
 
-    from shared.parts import CopySource, collected_in_parts, in_part
+    from shared.parts import CopySource, collected_in_parts, in_part, one_ahead
 
-    letters = letters.persist()
-    letter = F.col("dead_letter")
-    hex_bytes = 2 * (F.coalesce(F.octet_length(letter["key"]), F.lit(0))
-                     + F.coalesce(F.octet_length(letter["value"]), F.lit(0)))
-    sizes = letters.agg(F.count("*").alias("letters"), F.sum(hex_bytes + LINE_OVERHEAD_BYTES).alias("bytes")).first()
+    # Cached before the letters are picked out (a filter above the cache
+    # stays there; below it, Spark would push it down into the worker's
+    # projections, and evaluate each reason once more), as columns of
+    # their own, which the cache compresses. A letter always has a reason.
+    letters = letters.select("dead_letter.*").persist()
+    is_letter = F.col("reason").isNotNull()
+    hex_bytes = 2 * (F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0)))
+    sizes = letters.agg(F.count_if(is_letter).alias("letters"),
+                        F.sum(F.when(is_letter, hex_bytes + LINE_OVERHEAD_BYTES)).alias("bytes")).first()
     assert sizes is not None  # an aggregate: one row
     if not sizes.letters:
         return 0
@@ -236,16 +247,24 @@ def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
     def part_text(parts: int, part: int) -> str:
         # Lines collected and joined here: Spark's string_agg is an object
         # aggregation in one task, twice as slow (docs/decisions/dead-letters.md).
-        rows = letters.where(in_part(parts, part, "dead_letter.partition", "dead_letter.offset")).select(
-            copy_line(letter).alias("line")).collect()
-        return "\n".join(row.line for row in rows)
+        rows = letters.where(is_letter & in_part(parts, part, "partition", "offset"))
+        return "\n".join(row.line for row in rows.select(copy_line(worker).alias("line")).collect())
+
+    def copy(cursor: Any, table: str) -> None:
+        cursor.copy_expert(f"COPY {table} ({COPY_COLUMNS}) FROM STDIN",
+                           CopySource(one_ahead(collected_in_parts(sizes.bytes, PART_BYTES, part_text))), size=1 << 20)
 
     raw: Any = connection.connection  # psycopg2's, whose cursor is a context manager
     with raw.cursor() as cursor:
-        cursor.execute(COPY_TABLE)
-        cursor.copy_expert("COPY batch_dead_letters FROM STDIN",
-                           CopySource(collected_in_parts(sizes.bytes, PART_BYTES, part_text)), size=1 << 20)
-        cursor.execute(FROM_COPY, {"worker": worker})
+        cursor.execute("SAVEPOINT dead_letters")
+        try:
+            copy(cursor, "dead_letters")
+            return int(sizes.letters)
+        except UniqueViolation:
+            cursor.execute("ROLLBACK TO SAVEPOINT dead_letters")
+        cursor.execute(COPY_SOME_STORED)
+        copy(cursor, "batch_dead_letters")
+        cursor.execute(FROM_COPY)
         return int(cursor.rowcount)
 
 

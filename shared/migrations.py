@@ -35,6 +35,7 @@ STEPS: Steps = [
             PRIMARY KEY (consumer, topic, partition))"""),
     # Every worker's skipped records (shared.dead_letters).
     dead_letters.TABLE,
+    dead_letters.COPIED_IN,
 ]
 
 

@@ -23,6 +23,21 @@ def collected_in_parts(total_bytes: int, part_bytes: int, collect: Callable[[int
     return (collect(parts, part) for part in range(parts))
 
 
+def one_ahead(parts: Iterator[T]) -> Iterator[T]:
+    """`parts`, the next one made on a thread of its own (a Spark job, with
+    the caller's Spark properties) while the caller uses this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.util import inheritable_thread_target
+
+    with ThreadPoolExecutor(1, thread_name_prefix="next-part") as pool:
+        following = inheritable_thread_target(lambda: next(parts, None))
+        coming = pool.submit(following)
+        while (part := coming.result()) is not None:
+            coming = pool.submit(following)
+            yield part
+
+
 class CopySource:
     """A batch's COPY text as a file of bytes, read a slice at a time: the
     text is ASCII (hex words), so no second whole copy is made (io.StringIO

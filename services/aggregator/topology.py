@@ -105,14 +105,16 @@ def _storable_word() -> Column:
 
 
 def dead_letters(words: DataFrame, window_seconds: int) -> DataFrame:
-    """The batch's records skipped as BAD_TIME or BAD_KEY, as dead letters
-    (reasons `bad_time`, `bad_key`); repeats are no dead letters: counted once already."""
+    """Each record's dead letter: `bad_time` or `bad_key` for those skipped
+    as BAD_TIME or BAD_KEY, else null (counted, or a repeat: counted once
+    already). The reason in a projection of its own, as the anomaly
+    detector's."""
     records = words.select("*", header(PLACE_HEADER, 1).alias("place"),
                            header(EVENT_TIME_HEADER, 1).alias("event_time"))
     word = F.col("value").cast("string")
     reason = (F.when(_window(window_seconds).isNull(), F.lit("bad_time"))
               .when(~F.coalesce(storable_key(word), F.lit(False)), F.lit("bad_key")))
-    return records.select(dead_letter(reason).alias("dead_letter")).where(F.col("dead_letter").isNotNull())
+    return records.select("*", reason.alias("reason")).select(dead_letter(F.col("reason")).alias("dead_letter"))
 
 
 def classified(words: DataFrame, window_seconds: int, thresholds: dict) -> DataFrame:

@@ -44,13 +44,16 @@ def failed_logins(lines: DataFrame, window_seconds: int) -> DataFrame:
 
 
 def dead_letters(lines: DataFrame) -> DataFrame:
-    """The batch's failed logins skipped, as dead letters: `bad_time`, else `no_user`."""
+    """Each failed login's dead letter: `bad_time`, else `no_user`, else null
+    (counted). The user id, then the reason, each in a projection of its
+    own: Spark evaluates an expression in every place that names it, and
+    the user id's regular expressions were most of a flood's time."""
     line = F.col("value").cast("string")
-    user = user_id(line)
-    reason = (F.when(~plausible_millis(F.unix_millis("timestamp")), F.lit("bad_time"))
-              .when(~F.coalesce(storable_key(user), F.lit(False)) | (user == NO_USER), F.lit("no_user")))
-    return lines.where(line.contains(FAILED_LOGIN)).select(dead_letter(reason).alias("dead_letter")).where(
-        F.col("dead_letter").isNotNull())
+    user, reason = F.col("user"), F.col("reason")
+    skipped = (F.when(~plausible_millis(F.unix_millis("timestamp")), F.lit("bad_time"))
+               .when(~F.coalesce(storable_key(user), F.lit(False)) | (user == NO_USER), F.lit("no_user")))
+    return (lines.where(line.contains(FAILED_LOGIN)).select("*", user_id(line).alias("user"))
+            .select("*", skipped.alias("reason")).select(dead_letter(reason).alias("dead_letter")))
 
 
 # Made once, not for each batch: each Column made in Python is a call into

@@ -63,12 +63,14 @@ class PostgresSink(Generic[S]):
        transaction is committed, or until the next batch begins. It must
        store nothing: a batch given up (an outage, a stop, another copy
        that stored it first) is summarized again by the run that reads it next.
-    2. `dead_letters(batch, summary)`: of the batch's records as read
-       (before the worker's topology), those it skips, each once, as
-       `shared.dead_letters.dead_letter(reason)` makes them (a DataFrame
-       of one column, `dead_letter`), or None (the summary counted none:
-       then no job runs). The framework stores them in the
-       batch's transaction, before `write`.
+    2. `dead_letters(batch, summary)`: the batch's records as read
+       (before the worker's topology) with a column `dead_letter`, as
+       `shared.dead_letters.dead_letter(reason)` makes it: a letter for
+       each record it skips, null for the others; or None (the summary
+       counted none: then no job runs). The framework stores the letters
+       in the batch's transaction, before `write`. Make the reason a
+       column of its own first (`select("*", reason.alias("reason"))`):
+       Spark evaluates an expression once in every place that names it.
     3. `write(connection, summary)`: inside the transaction that moves this
        copy's stored offsets past the batch. Everything it writes through
        `connection` is stored exactly when those offsets are, once. In an

@@ -154,6 +154,24 @@ def test_two_copies_on_one_batch_of_bad_lines_keep_each_letter_once(harnesses, d
     assert sorted(letters(database_url)) == [(0, offset) for offset in range(30)]
 
 
+def test_a_batch_read_again_after_its_offsets_were_reset_meets_its_letters_stored_and_keeps_each_once(
+        harnesses, database_url):
+    """Its letters are copied straight into the table, which refuses one
+    stored already: then they are added but for those."""
+    detector = harnesses(ANOMALY_DETECTOR)
+    detector.send([f"| login failed {n}" for n in range(3)] + ["alice | login failed"],
+                  timestamps_ms=[NOW_MS] * 4, partition=0)
+    assert detector.run().stored_everything
+    stored = letters(database_url)
+    assert sorted(stored) == [(0, 0), (0, 1), (0, 2)]
+    engine = create_engine(postgres_url(database_url))
+    with engine.begin() as connection:  # an operator reads the topic again from its start
+        connection.exec_driver_sql("DELETE FROM kafka_offsets")
+    engine.dispose()
+    assert detector.run().stored_everything
+    assert letters(database_url) == stored, "each letter once, as first stored"
+
+
 def test_the_keeper_leaves_out_a_record_on_its_topic_that_is_no_dead_letter(harnesses, stack, prefix, database_url):
     processor = harnesses(TEXT_PROCESSOR)
     letter = dead_letters.DeadLetter.of_record("text-processor", SimpleNamespace(
