@@ -52,7 +52,10 @@ from services.workers import TOPICS
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER_JARS = ROOT / "jars" / "kafka-broker"
-START_TIMEOUT = 60
+# A deadline, not a wait: a broker restarted after a kill first recovers the
+# log of every partition the suite made, which took over a minute on a
+# loaded 2-core host.
+START_TIMEOUT = 180
 
 # Heroku's multi-tenant policy for an app's principal, on names with its prefix.
 HEROKU_ACLS = {
