@@ -55,6 +55,8 @@ def main():
         report("aggregator_drain", words=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], words_per_s=drained["per_s"],
                words_per_s_after_first=drained["after_first_per_s"],
+               words_per_wall_s=drained["wall_per_s"], words_per_wall_s_after_first=drained["wall_per_s_after_first"],
+               first_commit_s=drained["first_commit_s"],
                words_per_cpu_s_after_first=drained["after_first_per_cpu_s"],
                busy_s=drained["busy_s"], postgres_s=drained["postgres_s"],
                rows_upserted=sum(int(b["rows_out"]) for b in worker.batches()),

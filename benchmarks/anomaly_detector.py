@@ -45,6 +45,8 @@ def main():
         report("anomaly_drain", lines=drained["rows_in"], preload_s=preload_s,
                batches=drained["batches"], lines_per_s=drained["per_s"],
                lines_per_s_after_first=drained["after_first_per_s"],
+               lines_per_wall_s=drained["wall_per_s"], lines_per_wall_s_after_first=drained["wall_per_s_after_first"],
+               first_commit_s=drained["first_commit_s"],
                lines_per_cpu_s_after_first=drained["after_first_per_cpu_s"],
                busy_s=drained["busy_s"], postgres_s=drained["postgres_s"],
                failed_logins=sum(int(b.get("failed_logins", 0)) for b in worker.batches()),

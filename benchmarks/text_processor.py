@@ -57,6 +57,8 @@ def main():
         report("text_processor_drain", lines=lines_in, words=words_out, preload_s=preload_s,
                batches=drained["batches"], lines_per_s=drained["per_s"], words_per_s=words_out / busy_s,
                lines_per_s_after_first=drained["after_first_per_s"],
+               lines_per_wall_s=drained["wall_per_s"], lines_per_wall_s_after_first=drained["wall_per_s_after_first"],
+               first_commit_s=drained["first_commit_s"],
                lines_per_cpu_s_after_first=drained["after_first_per_cpu_s"], peak_rss_mb=worker.peak_rss / 2**20)
         latencies = steady_latencies(stack, lines_topic, words_topic)
         worker.stop()

@@ -31,6 +31,7 @@ class Worker:
         self.process = subprocess.Popen(command or [sys.executable, "-m", *keeping_group_log, module],
                                         cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
+        self.started = time.monotonic()
 
     def output(self) -> str:
         return Path(self.log_path).read_text(errors="replace")
