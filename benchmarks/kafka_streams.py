@@ -1,15 +1,22 @@
-"""Kafka Streams, the peer issue 34 measures the workers against, run here on
-the same day, machine, broker and backlogs as cold_start: each of
+"""Kafka Streams, the peer the workers are measured against, run here on the
+same day, machine, brokers and backlogs as cold_start: each of
 peers/KafkaStreamsPeers.java's topologies started cold (a fresh state
 directory, a new application id) on fresh topics of 4 partitions; from the
 process's start, the seconds to its group's first committed offsets and to
 all of them, and the rates overall and after the first commit.
 
-Kafka Streams 3.7.2 (jvm/kafka-streams-peers/pom.xml) on the machine's own JDK
-(`javac` and `java` from PATH), a 512 MB heap, two stream threads, at least
-once. Median of cold_start's RUNS.
+Two peers (BENCH_PEERS): the seeds' shape (at least once, an upsert a
+count) and Kafka Streams tuned (exactly once v2, the project's producer
+batching and lz4, counts upserted in batches every 500 ms), each on a broker
+with Kafka's 3 s hold of a new group's first join and on one without
+(BENCH_JOIN_HOLDS_MS). Kafka Streams 3.9.2, the project's Kafka client
+version (jvm/kafka-streams-peers/pom.xml), on the machine's own JDK
+(`javac` and `java` from PATH), a 512 MB heap, two stream threads. Median
+of cold_start's RUNS.
 """
 
+import functools
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -26,11 +33,17 @@ PEERS_SOURCE = ROOT / "benchmarks" / "peers" / "KafkaStreamsPeers.java"
 PEERS_JARS = ROOT / "jars" / "kafka-streams-peers"
 
 
+# The peers (PEER_TUNING), by the name of their reports.
+PEERS = {"seed": "kafka_streams_cold_start", "tuned": "kafka_streams_tuned_cold_start"}
+
+
 def main() -> None:
-    with local_stack(group_join_delay_ms=3000) as stack, tempfile.TemporaryDirectory() as folder:
-        classes = compiled(Path(folder))
-        cold_start.report_each_backlog("kafka_streams_cold_start", "streams", lambda worker, count, records, prefix:
-                                       peer_run(stack, folder, classes, worker, count, records, prefix))
+    for hold_ms in cold_start.join_holds_ms():
+        with local_stack(group_join_delay_ms=hold_ms) as stack, tempfile.TemporaryDirectory() as folder:
+            classes = compiled(Path(folder))
+            for peer in os.environ.get("BENCH_PEERS", ",".join(PEERS)).split(","):
+                cold_start.report_each_backlog(cold_start.held(PEERS[peer], hold_ms), f"streams-{peer}",
+                                               functools.partial(peer_run, stack, folder, classes, peer))
 
 
 def compiled(folder: Path) -> Path:
@@ -39,11 +52,13 @@ def compiled(folder: Path) -> Path:
     return classes
 
 
-def peer_run(stack, folder: str, classes: Path, worker: Worker, count: int, records, prefix: str) -> dict[str, float]:
+def peer_run(stack, folder: str, classes: Path, peer: str, worker: Worker, count: int, records,
+             prefix: str) -> dict[str, float]:
     topic, total = cold_start.backlog(stack, prefix, worker, records, count)
     application = f"{prefix}{worker.name}-streams"
     env = {"KAFKA_BOOTSTRAP": stack.broker.bootstrap, "TOPIC_PREFIX": prefix, "APPLICATION_ID": application,
-           "STATE_DIR": tempfile.mkdtemp(prefix="state-", dir=folder), "JDBC_URL": jdbc_url(stack.database_url)}
+           "STATE_DIR": tempfile.mkdtemp(prefix="state-", dir=folder), "JDBC_URL": jdbc_url(stack.database_url),
+           "PEER_TUNING": peer}
     command = ["java", "-Xmx512m", "-cp", f"{classes}:{PEERS_JARS}/*", "KafkaStreamsPeers", worker.name]
 
     def progress() -> int:
