@@ -205,13 +205,15 @@ FROM_COPY = f"""
 
 def copy_line(worker: str) -> Column:
     """A dead letter of `worker`, its fields as columns, as one line of COPY
-    text (null fields as \\N)."""
+    text (null fields as \\N; the name escaped as COPY reads it, the rest
+    needs no escaping: hex, numbers, a topic's and a reason's characters)."""
     from pyspark.sql import functions as F
 
     def field(name: str) -> Column:
         value = F.concat(F.lit("\\\\x"), F.hex(name)) if name in ("key", "value") else F.col(name).cast("string")
         return F.coalesce(value, F.lit("\\N"))
-    return F.concat_ws("\t", F.lit(worker), *[field(name) for name in COPY_FIELDS])
+    as_text = worker.translate({ord("\\"): "\\\\", ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r"})
+    return F.concat_ws("\t", F.lit(as_text), *[field(name) for name in COPY_FIELDS])
 
 
 # A batch's dead letters reach Python this much COPY text at a time: a flood

@@ -133,14 +133,18 @@ public final class KafkaStreamsPeers {
         counts.foreach((Windowed<String> window, Long count) -> {
             PreparedStatement statement = upserts.get();
             try {
-                statement.setString(1, window.key());
-                statement.setTimestamp(2, new Timestamp(window.window().start()));
-                statement.setLong(3, count);
+                bind(statement, window, count);
                 statement.executeUpdate();
             } catch (SQLException e) {
                 throw new IllegalStateException(e);
             }
         });
+    }
+
+    static void bind(PreparedStatement upsert, Windowed<String> window, long count) throws SQLException {
+        upsert.setString(1, window.key());
+        upsert.setTimestamp(2, new Timestamp(window.window().start()));
+        upsert.setLong(3, count);
     }
 
     static PreparedStatement upsert(String jdbcUrl) {
@@ -178,9 +182,7 @@ public final class KafkaStreamsPeers {
             }
             try {
                 for (Map.Entry<Windowed<String>, Long> count : latest.entrySet()) {
-                    statement.setString(1, count.getKey().key());
-                    statement.setTimestamp(2, new Timestamp(count.getKey().window().start()));
-                    statement.setLong(3, count.getValue());
+                    bind(statement, count.getKey(), count.getValue());
                     statement.addBatch();
                 }
                 statement.executeBatch();

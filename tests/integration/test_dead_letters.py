@@ -172,6 +172,25 @@ def test_a_batch_read_again_after_its_offsets_were_reset_meets_its_letters_store
     assert letters(database_url) == stored, "each letter once, as first stored"
 
 
+def test_letters_copied_from_spark_keep_a_worker_name_that_copy_text_would_escape(spark, database_url):
+    from pyspark.sql import functions as F
+
+    from shared.worker import dead_letter, kafka_records
+
+    worker = "odd\\name\twith\ntabs"
+    records = kafka_records(spark, ["kept", "skipped"])
+    frame = records.select(dead_letter(F.when(F.col("value") == F.lit(b"skipped"), F.lit("bad_key")))
+                           .alias("dead_letter"))
+    engine = create_engine(postgres_url(database_url))
+    migrate(engine)
+    with engine.begin() as connection:
+        stored = dead_letters.store_frame(connection, worker, frame)
+    engine.dispose()
+    kept = letters(database_url)
+    assert stored == len(kept) > 0
+    assert {(row.worker, bytes(row.value)) for row in kept.values()} == {(worker, b"skipped")}
+
+
 def test_the_keeper_leaves_out_a_record_on_its_topic_that_is_no_dead_letter(harnesses, stack, prefix, database_url):
     processor = harnesses(TEXT_PROCESSOR)
     letter = dead_letters.DeadLetter.of_record("text-processor", SimpleNamespace(
