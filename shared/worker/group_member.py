@@ -99,6 +99,11 @@ class GroupMember(AsyncConsumerRebalanceListener):
         # {partition: (offset, _revocations)} of the last commit sent: a failed
         # commit is sent again only if nothing newer was, from the same holding.
         self._sent: dict[int, tuple[int, int]] = {}
+        # {partition: next offset} this copy stored whose commit the group
+        # refused for good (its membership lost, as when an outage outlasts
+        # the session): committed after the partition's next assignment to
+        # this copy, if the group's offset is still behind it.
+        self._refused: Offsets = {}
         self._commits_failing = False  # one line for a run of failed commits, not one per batch
         self._outage = kafka_outage(stop_requested)
         self._kafka = kafka
@@ -183,12 +188,21 @@ class GroupMember(AsyncConsumerRebalanceListener):
 
     def committed(self) -> Offsets:
         """{partition: next offset} as committed by the group, for the
-        assigned partitions. What is pending is sent first: the broker
-        answers one connection's requests in order."""
+        assigned partitions, or further where this copy stored further and
+        the group refused its commit (which goes out again with the next
+        poll). What is pending is sent first: the broker answers one
+        connection's requests in order."""
         self._flush()
         offsets = self._outage.retry(lambda: {
             p: self._consumer.committed(TopicPartition(self.topic, p)) for p in self.partitions or ()})
-        return {partition: offset for partition, offset in offsets.items() if offset is not None}
+        committed = {partition: offset for partition, offset in offsets.items() if offset is not None}
+        with self._lock:
+            # The words up to a refused offset are stored, whoever held the
+            # partition meanwhile; only an offset the group has not reached moves it.
+            ahead = {partition: offset for partition, offset in self._refused.items()
+                     if partition in offsets and offset > committed.get(partition, -1)}
+            self._pending.update(ahead)
+        return committed | ahead
 
     def _commit_last(self) -> None:
         """Commit what is pending and wait for the answer, as long as the
@@ -316,18 +330,25 @@ class GroupMember(AsyncConsumerRebalanceListener):
         away or still loading after an outage) is sent again with the next
         poll, unless a newer one was sent or the partition changed hands
         since: the last batch before an idle spell has no later batch to
-        cover it, and the text processor resumes from these offsets. Logs
-        the first of a run of failed commits, not one per try."""
+        cover it, and the text processor resumes from these offsets. Any
+        other failed commit waits for the partition's next assignment
+        (`committed`). Logs the first of a run of failed commits, not one
+        per try."""
         failed = isinstance(result, Exception)
         if failed and not self._commits_failing:
             log("commit_failed", error=type(result).__name__)
         self._commits_failing = failed
-        if isinstance(result, KafkaError) and result.retriable:
-            with self._lock:
-                for tp, sent in offsets.items():
-                    held = tp.partition in (self.partitions or ())
-                    if held and self._sent.get(tp.partition) == (sent.offset, self._revocations):
-                        self._pending.setdefault(tp.partition, sent.offset)
+        retriable = isinstance(result, KafkaError) and result.retriable
+        with self._lock:
+            for tp, sent in offsets.items():
+                held = tp.partition in (self.partitions or ())
+                if not failed:
+                    if self._refused.get(tp.partition, -1) <= sent.offset:
+                        self._refused.pop(tp.partition, None)
+                elif retriable and held and self._sent.get(tp.partition) == (sent.offset, self._revocations):
+                    self._pending.setdefault(tp.partition, sent.offset)
+                else:
+                    self._refused[tp.partition] = max(self._refused.get(tp.partition, -1), sent.offset)
 
     def _offsets(self, offsets: Offsets, batch_ms: int | None) -> dict[TopicPartition, OffsetAndMetadata]:
         """Kafka's form of {partition: next offset}, with the commit's time

@@ -1,13 +1,17 @@
 """A copy's group member against a real broker: a join that finishes while
 no poll waits for it gives its partitions at the next poll
 (shared.worker.kafka_join), whether the member asked for it or new
-metadata did; the offsets it reads for a cold start's backlog."""
+metadata did; the offsets it reads for a cold start's backlog; a commit
+refused because the member was dropped from its group."""
 
 import threading
 import time
 import uuid
 
-from devstack.kafka_io import produce
+from kafka import KafkaAdminClient
+from kafka.admin import MemberToRemove
+
+from devstack.kafka_io import committed_offsets, produce
 from devstack.local_stack import wait_until
 from shared.config import load
 from shared.offsets import EARLIEST, LATEST
@@ -100,3 +104,24 @@ def test_a_revoke_that_waits_longer_than_the_session_keeps_the_member_in_the_gro
         first.close()
         if second:
             second.close()
+
+
+def test_a_commit_refused_because_the_member_was_dropped_is_sent_when_its_partitions_come_back(stack, prefix):
+    """As when a broker outage outlasts the session: the member's batch is
+    stored, its commit is refused, it joins again, and its next run resumes
+    where that batch ended."""
+    topic = prefix + "textlines"
+    kafka = load({**stack.environment(prefix), "DYNO": "text_processor_worker.1"}).kafka
+    member = GroupMember(kafka, "text-processor", "textlines", threading.Event())
+    try:
+        assert member.wait_for_partitions() == (0, 1)
+        with KafkaAdminClient(bootstrap_servers=stack.broker.bootstrap) as admin:
+            admin.remove_group_members(member.group_id, [MemberToRemove(group_instance_id=kafka.group_instance_id)])
+        member.commit({0: 3, 1: 2})
+        wait_until(lambda: poll_at_once(member) is None, 30, "the membership lost")
+        assert member.wait_for_partitions() == (0, 1)
+        assert member.committed() == {0: 3, 1: 2}
+        member.poll(0)  # sends it
+        wait_until(lambda: committed_offsets(stack, member.group_id, topic) == {0: 3, 1: 2}, 30, "the commit taken")
+    finally:
+        member.close()

@@ -20,13 +20,14 @@ class Consumer:
     calls a rebalance's callbacks within a poll; records each poll's timeout.
     Each commit_async records {partition: offset} and is answered inside the
     poll after the one that sent it (kafka-python answers within a poll), with
-    the next of `answers` (None: taken)."""
+    the next of `answers` (None: taken); `group` holds the offsets taken."""
 
     def __init__(self, **config):
         self.timeouts_ms: list[int] = []
         self.paused: tuple[TopicPartition, ...] = ()
         self.commits: list[dict[int, int]] = []
         self.answers: list[Exception | None] = []
+        self.group: dict[int, int] = {}
         self._sent: list = []
         self._in_flight: list = []
 
@@ -41,9 +42,15 @@ class Consumer:
         if len(self.timeouts_ms) == 3:
             run_to_its_end(self.listener.on_partitions_assigned([TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 0)]))
         for callback, offsets in self._in_flight:
-            callback(offsets, self.answers.pop(0) if self.answers else None)
+            answer = self.answers.pop(0) if self.answers else None
+            if answer is None:
+                self.group.update({tp.partition: meta.offset for tp, meta in offsets.items()})
+            callback(offsets, answer)
         self._in_flight, self._sent = self._sent, []
         return {}
+
+    def committed(self, tp):
+        return self.group.get(tp.partition)
 
     def commit_async(self, offsets, callback):
         self.commits.append({tp.partition: meta.offset for tp, meta in offsets.items()})
@@ -113,6 +120,26 @@ def test_a_commit_refused_for_good_is_not_sent_again(monkeypatch):
     for _ in range(3):
         member.poll(0.05)
     assert consumer.commits == [{0: 10}]
+
+
+def test_a_commit_refused_for_good_goes_out_when_its_partition_comes_back_unless_the_group_is_past_it(monkeypatch):
+    """The membership lost in an outage longer than the session: the words
+    are stored, and a run that resumed from the group's older offset would
+    write them twice."""
+    member, consumer = member_with_partitions(monkeypatch)
+    partitions = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]
+    consumer.answers = [CommitFailedError()]
+    member.commit({0: 10, 1: 7})
+    member.poll(0.05)
+    member.poll(0.05)  # refused
+    run_to_its_end(member.on_partitions_revoked(partitions))
+    consumer.group = {1: 9}  # another copy held partition 1 meanwhile, and went further
+    run_to_its_end(member.on_partitions_assigned(partitions))
+
+    assert member.committed() == {0: 10, 1: 9}
+    member.poll(0.05)
+    member.poll(0.05)
+    assert consumer.commits[1:] == [{0: 10}] and consumer.group == {0: 10, 1: 9}
 
 
 def test_a_revoke_stops_the_run_off_kafka_pythons_loop_and_commits_where_it_ended(monkeypatch):
