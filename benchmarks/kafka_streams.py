@@ -13,6 +13,11 @@ with Kafka's 3 s hold of a new group's first join and on one without
 version (jvm/kafka-streams-peers/pom.xml), on the machine's own JDK
 (`javac` and `java` from PATH), a 512 MB heap, two stream threads. Median
 of cold_start's RUNS.
+
+Each peer's JVM maps a class-data archive of its own, as the workers' do
+(bin/spark-class-archive): a run of that topology on a small backlog dumps
+the classes it loaded as it exits (-XX:ArchiveClassesAtExit), before the
+measured runs (BENCH_PEER_ARCHIVE=0: none).
 """
 
 import functools
@@ -37,29 +42,49 @@ PEERS_JARS = ROOT / "jars" / "kafka-streams-peers"
 PEERS = {"seed": "kafka_streams_cold_start", "tuned": "kafka_streams_tuned_cold_start"}
 
 
+ARCHIVED = os.environ.get("BENCH_PEER_ARCHIVE", "1") == "1"
+TRAINING_RECORDS = 20_000  # the archive's run: every class of the topology's path, in seconds
+
+
 def main() -> None:
     for hold_ms in cold_start.join_holds_ms():
         with local_stack(group_join_delay_ms=hold_ms) as stack, tempfile.TemporaryDirectory() as folder:
-            classes = compiled(Path(folder))
+            jar = compiled(Path(folder))
             for peer in os.environ.get("BENCH_PEERS", ",".join(PEERS)).split(","):
                 cold_start.report_each_backlog(cold_start.held(PEERS[peer], hold_ms), f"streams-{peer}",
-                                               functools.partial(peer_run, stack, folder, classes, peer))
+                                               functools.partial(archived_run, stack, folder, jar, peer))
 
 
 def compiled(folder: Path) -> Path:
-    classes = folder / "classes"
+    """The peers as a jar: a class-data archive takes no class from a directory."""
+    classes, jar = folder / "classes", folder / "peers.jar"
     subprocess.run(["javac", "-d", str(classes), "-cp", f"{PEERS_JARS}/*", str(PEERS_SOURCE)], check=True)
-    return classes
+    subprocess.run(["jar", "--create", "--file", str(jar), "-C", str(classes), "."], check=True)
+    return jar
 
 
-def peer_run(stack, folder: str, classes: Path, peer: str, worker: Worker, count: int, records,
-             prefix: str) -> dict[str, float]:
+def archived_run(stack, folder: str, jar: Path, peer: str, worker: Worker, count: int, records,
+                 prefix: str) -> dict[str, float]:
+    """peer_run with the peer's class-data archive for `worker`, made first if need be."""
+    if not ARCHIVED:
+        return peer_run(stack, folder, jar, peer, worker, count, records, prefix)
+    archive = Path(folder) / f"{peer}-{worker.name}.jsa"
+    if not archive.is_file():
+        peer_run(stack, folder, jar, peer, worker, TRAINING_RECORDS, records, f"{prefix}archive.",
+                 [f"-XX:ArchiveClassesAtExit={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"])
+        assert archive.is_file(), f"no class-data archive from the peer's run: see {folder}"
+    return peer_run(stack, folder, jar, peer, worker, count, records, prefix, [f"-XX:SharedArchiveFile={archive}"])
+
+
+def peer_run(stack, folder: str, jar: Path, peer: str, worker: Worker, count: int, records,
+             prefix: str, java_options: list[str] | None = None) -> dict[str, float]:
     topic, total = cold_start.backlog(stack, prefix, worker, records, count)
     application = f"{prefix}{worker.name}-streams"
     env = {"KAFKA_BOOTSTRAP": stack.broker.bootstrap, "TOPIC_PREFIX": prefix, "APPLICATION_ID": application,
            "STATE_DIR": tempfile.mkdtemp(prefix="state-", dir=folder), "JDBC_URL": jdbc_url(stack.database_url),
            "PEER_TUNING": peer}
-    command = ["java", "-Xmx512m", "-cp", f"{classes}:{PEERS_JARS}/*", "KafkaStreamsPeers", worker.name]
+    command = ["java", "-Xmx512m", *(java_options or []), "-cp", f"{jar}:{PEERS_JARS}/*", "KafkaStreamsPeers",
+               worker.name]
 
     def progress() -> int:
         # The anomaly detector's failed logins go through a repartition topic
