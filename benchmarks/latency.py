@@ -15,6 +15,10 @@ meets it all day, not a JVM still compiling its code. Targets (issue 34):
 a line's words counted within 3 s (p99), an alert within 1 s (p99). For
 each worker, its batches while the probes ran and its CPU then (`cpu_share`,
 of one core): the three share the cores, so what one takes another waits for.
+
+On a plaintext broker and on Heroku's kind (TLS with client certificates,
+prefix ACLs: reports named `..._tls`), one after the other
+(BENCH_LATENCY_BROKERS).
 """
 
 import os
@@ -29,10 +33,17 @@ from devstack.processes import Worker
 RATE = os.environ.get("BENCH_LATENCY_RATE", "1000")
 SETTLE_S = float(os.environ.get("BENCH_LATENCY_SETTLE_S", "300"))
 PREFIX = anomaly_detector.PREFIX  # its probes' topics
+BROKERS = os.environ.get("BENCH_LATENCY_BROKERS", "plaintext,tls").split(",")
 
 
 def main() -> None:
-    with local_stack() as stack, tempfile.TemporaryDirectory() as folder:
+    for broker in BROKERS:
+        measure(tls=broker == "tls")
+
+
+def measure(tls: bool) -> None:
+    named = "_tls" if tls else ""
+    with local_stack(heroku_like=tls) as stack, tempfile.TemporaryDirectory() as folder:
         stack.broker.create_topics(PREFIX, partitions=2)
         engine = migrated_engine(stack)
         with formation({**os.environ, **stack.environment(PREFIX)}, folder, RATE) as workers:
@@ -48,13 +59,13 @@ def main() -> None:
             elapsed = time.monotonic() - began
             cpu_share = {name: used / elapsed for name, used in cpu_used.items()}
         engine.dispose()
-        report("latency_line_to_count", rate_per_s=RATE, probes=len(counted),
+        report(f"latency_line_to_count{named}", rate_per_s=RATE, probes=len(counted),
                p50_s=percentile(counted, 0.5), p99_s=percentile(counted, 0.99), max_s=max(counted))
-        report("latency_failed_login_to_alert", rate_per_s=RATE, probes=len(alerted),
+        report(f"latency_failed_login_to_alert{named}", rate_per_s=RATE, probes=len(alerted),
                p50_s=percentile(alerted, 0.5), p99_s=percentile(alerted, 0.99), max_s=max(alerted))
         for name, batches in probed.items():  # while the probes ran: where a probe's time went
             durations = [int(batch["duration_ms"]) for batch in batches if "duration_ms" in batch]
-            report("latency_batches", worker=name, batches=len(batches),
+            report(f"latency_batches{named}", worker=name, batches=len(batches),
                    records_p50=percentile([int(batch["rows_in"]) for batch in batches], 0.5),
                    duration_ms_p50=percentile(durations, 0.5), duration_ms_p90=percentile(durations, 0.9),
                    cpu_share=cpu_share[name])

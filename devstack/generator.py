@@ -28,6 +28,9 @@ def stream(topic: str, lines: Iterable[bytes], rate: float, count: int | None = 
     assert kafka is not None  # load() parses Kafka's variables unless told not to
     producer = KafkaProducer(**kafka.kafka_python_kwargs(), linger_ms=20, acks=1,
                              max_request_size=1_048_000)
+    # The clock starts once the topic's metadata is in: the first send would
+    # wait for it, and the lines behind it would then go out at once to catch up.
+    producer.partitions_for(kafka.topic(topic))
     began = last_report = time.monotonic()
     sent = 0
     try:
