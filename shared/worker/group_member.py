@@ -99,10 +99,10 @@ class GroupMember(AsyncConsumerRebalanceListener):
         # {partition: (offset, _revocations)} of the last commit sent: a failed
         # commit is sent again only if nothing newer was, from the same holding.
         self._sent: dict[int, tuple[int, int]] = {}
-        # {partition: next offset} this copy stored whose commit the group
-        # refused for good (its membership lost, as when an outage outlasts
-        # the session): committed after the partition's next assignment to
-        # this copy, if the group's offset is still behind it.
+        # {partition: next offset} this copy stored whose commit failed and is
+        # not sent again (its membership lost, as when an outage outlasts the
+        # session): committed after the partition's next assignment to this
+        # copy, if the group's offset is still behind it.
         self._refused: Offsets = {}
         self._commits_failing = False  # one line for a run of failed commits, not one per batch
         self._outage = kafka_outage(stop_requested)
