@@ -46,6 +46,11 @@ CASES: dict[str, Case] = {
                                      (Headline("kafka_streams_cold_start", "per_s_median", "worker", "records/s"),
                                       Headline("kafka_streams_tuned_cold_start_no_hold", "per_s_median", "worker",
                                                "records/s"))),
+    "kafka_clients_limit": Case("each job by hand on the Kafka clients (two threads, at least once, counts COPYed), "
+                                "cold on `cold_start`'s backlogs, on brokers with and without the 3 s hold: "
+                                "the limit on these 2 cores", 12, "",
+                                (Headline("kafka_clients_limit_cold_start_no_hold", "per_s_median", "worker",
+                                          "records/s"),)),
     "kafka_tools_limit": Case("the text backlog through Kafka's console tools and `tr`, then the text processor",
                               5, "the text processor at 0.6 of the tools' rate",
                               (Headline("kafka_tools_limit", "share_of_tools", "", "share", goal=0.6),)),

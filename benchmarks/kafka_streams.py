@@ -34,12 +34,14 @@ from devstack.local_stack import ROOT
 from devstack.processes import MeasuredWorker
 from shared.worker import Worker
 
-PEERS_SOURCE = ROOT / "benchmarks" / "peers" / "KafkaStreamsPeers.java"
+PEERS_SOURCES = ROOT / "benchmarks" / "peers"
 PEERS_JARS = ROOT / "jars" / "kafka-streams-peers"
 
 
 # The peers (PEER_TUNING), by the name of their reports.
 PEERS = {"seed": "kafka_streams_cold_start", "tuned": "kafka_streams_tuned_cold_start"}
+# Each peer's program: Kafka Streams, or the jobs by hand on the Kafka clients (kafka_clients_limit.py).
+PROGRAMS = {"seed": "KafkaStreamsPeers", "tuned": "KafkaStreamsPeers", "limit": "KafkaClientsLimits"}
 
 
 ARCHIVED = os.environ.get("BENCH_PEER_ARCHIVE", "1") == "1"
@@ -58,7 +60,8 @@ def main() -> None:
 def compiled(folder: Path) -> Path:
     """The peers as a jar: a class-data archive takes no class from a directory."""
     classes, jar = folder / "classes", folder / "peers.jar"
-    subprocess.run(["javac", "-d", str(classes), "-cp", f"{PEERS_JARS}/*", str(PEERS_SOURCE)], check=True)
+    sources = [str(source) for source in sorted(PEERS_SOURCES.glob("*.java"))]
+    subprocess.run(["javac", "-d", str(classes), "-cp", f"{PEERS_JARS}/*", *sources], check=True)
     subprocess.run(["jar", "--create", "--file", str(jar), "-C", str(classes), "."], check=True)
     return jar
 
@@ -83,7 +86,7 @@ def peer_run(stack, folder: str, jar: Path, peer: str, worker: Worker, count: in
     env = {"KAFKA_BOOTSTRAP": stack.broker.bootstrap, "TOPIC_PREFIX": prefix, "APPLICATION_ID": application,
            "STATE_DIR": tempfile.mkdtemp(prefix="state-", dir=folder), "JDBC_URL": jdbc_url(stack.database_url),
            "PEER_TUNING": peer}
-    command = ["java", "-Xmx512m", *(java_options or []), "-cp", f"{jar}:{PEERS_JARS}/*", "KafkaStreamsPeers",
+    command = ["java", "-Xmx512m", *(java_options or []), "-cp", f"{jar}:{PEERS_JARS}/*", PROGRAMS[peer],
                worker.name]
 
     def progress() -> int:
