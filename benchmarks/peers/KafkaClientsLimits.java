@@ -5,6 +5,7 @@ import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -77,7 +78,7 @@ public final class KafkaClientsLimits {
         Map<String, Long> shared = new ConcurrentHashMap<>();
         AtomicBoolean stopping = new AtomicBoolean();
         Thread[] threads = new Thread[THREADS];
-        List<KafkaConsumer<byte[], String>> consumers = new java.util.ArrayList<>();
+        List<KafkaConsumer<byte[], String>> consumers = new ArrayList<>();
         for (int n = 0; n < THREADS; n++) {
             KafkaConsumer<byte[], String> consumer = new KafkaConsumer<>(consumerConfig());
             consumers.add(consumer);
@@ -175,7 +176,7 @@ public final class KafkaClientsLimits {
                 long windowStart = record.timestamp() - Math.floorMod(record.timestamp(), WINDOW_MS);
                 counts.merge(record.value() + "\t" + windowStart, 1L, Long::sum);
             }
-            StringBuilder copy = new StringBuilder();
+            StringBuilder copy = new StringBuilder();  // the backlog's words need no COPY escapes
             counts.forEach((wordAndWindow, count) -> copy.append(wordAndWindow).append('\t').append(count).append('\n'));
             try {
                 connection.unwrap(PGConnection.class).getCopyAPI()
