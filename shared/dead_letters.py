@@ -23,10 +23,13 @@ default 1 MB record), with their lengths as they were.
 from __future__ import annotations
 
 import datetime
+import glob
 import json
+import tempfile
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Connection, text
 
@@ -216,58 +219,90 @@ def copy_line(worker: str) -> Column:
     return F.concat_ws("\t", F.lit(as_text), *[field(name) for name in COPY_FIELDS])
 
 
-# A batch's dead letters reach Python this much COPY text at a time: a flood
-# of 1 MB values is never all in the driver at once.
+# On a cluster, a batch's dead letters reach Python this much COPY text at
+# a time: a flood of 1 MB values is never all in the driver at once.
 PART_BYTES = 16 << 20
 LINE_OVERHEAD_BYTES = 200  # a line's fields besides its key's and value's hex
 
 
+class Readable(Protocol):
+    """COPY text as psycopg2's copy_expert reads it."""
+
+    def read(self, size: int) -> bytes: ...
+
+
 def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
     """Store the letters of the `dead_letter` column of `letters` (null: no
-    letter); how many were new. Spark jobs: a count, which caches the
-    letters (the batch is read once more, not once a job), then the COPY
-    text a part at a time. Called inside a micro-batch, whose end uncaches
-    them (shared.worker.exactly_once)."""
-    from psycopg2.errors import UniqueViolation
+    letter); how many were new. Called inside a micro-batch.
+
+    With Spark in the driver's process (SPARK_MASTER local), Spark writes
+    their COPY text into files, which are copied into Postgres: one job,
+    nothing cached, no letter through Python as a row, which costs more than
+    the job (docs/decisions/dead-letters.md). On a cluster the
+    files would be on the executors' disks: the letters are cached, counted,
+    and collected a part (PART_BYTES) at a time, so a flood of large values
+    never fills the driver."""
     from pyspark.sql import functions as F
 
-    from shared.parts import CopySource, collected_in_parts, in_part, one_ahead
+    # Made nondeterministic (it holds the task's partition id, always 0 or
+    # more), the letter keeps the filter above the letters' projections:
+    # Spark pushes a filter only through deterministic ones, and pushed
+    # down, the filter would evaluate each reason once more.
+    letter = F.when(F.spark_partition_id() >= 0, F.col("dead_letter"))
+    chosen = letters.select(letter.alias("letter")).where(F.col("letter").isNotNull()).select("letter.*")
+    if (letters.sparkSession.sparkContext.master or "").startswith("local"):
+        with tempfile.TemporaryDirectory(prefix="dead-letters-") as folder:
+            chosen.select(copy_line(worker)).write.text(f"{folder}/text")
+            return _copy(connection, lambda: _files(sorted(glob.glob(f"{folder}/text/part-*"))))
+    return _copy(connection, lambda: _collected(worker, chosen.persist()))
 
-    # Cached before the letters are picked out (a filter above the cache
-    # stays there; below it, Spark would push it down into the worker's
-    # projections, and evaluate each reason once more), as columns of
-    # their own, which the cache compresses. A letter always has a reason.
-    letters = letters.select("dead_letter.*").persist()
-    is_letter = F.col("reason").isNotNull()
-    hex_bytes = 2 * (F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0)))
-    sizes = letters.agg(F.count_if(is_letter).alias("letters"),
-                        F.sum(F.when(is_letter, hex_bytes + LINE_OVERHEAD_BYTES)).alias("bytes")).first()
-    assert sizes is not None  # an aggregate: one row
-    if not sizes.letters:
-        return 0
 
-    def part_text(parts: int, part: int) -> str:
-        # Lines collected and joined here: Spark's string_agg is an object
-        # aggregation in one task, twice as slow (docs/decisions/dead-letters.md).
-        rows = letters.where(is_letter & in_part(parts, part, "partition", "offset"))
-        return "\n".join(row.line for row in rows.select(copy_line(worker).alias("line")).collect())
+def _copy(connection: Connection, texts: Callable[[], Iterable[Readable]]) -> int:
+    """COPY each of `texts()` into the table, in one savepoint; how many
+    letters were new."""
+    from psycopg2.errors import UniqueViolation
 
-    def copy(cursor: Any, table: str) -> None:
-        cursor.copy_expert(f"COPY {table} ({COPY_COLUMNS}) FROM STDIN",
-                           CopySource(one_ahead(collected_in_parts(sizes.bytes, PART_BYTES, part_text))), size=1 << 20)
+    def copy(cursor: Any, table: str) -> int:
+        copied = 0
+        for each in texts():
+            cursor.copy_expert(f"COPY {table} ({COPY_COLUMNS}) FROM STDIN", each, size=1 << 20)
+            copied += cursor.rowcount
+        return copied
 
     raw: Any = connection.connection  # psycopg2's, whose cursor is a context manager
     with raw.cursor() as cursor:
         cursor.execute("SAVEPOINT dead_letters")
         try:
-            copy(cursor, "dead_letters")
-            return int(sizes.letters)
+            return copy(cursor, "dead_letters")
         except UniqueViolation:
             cursor.execute("ROLLBACK TO SAVEPOINT dead_letters")
         cursor.execute(COPY_SOME_STORED)
         copy(cursor, "batch_dead_letters")
         cursor.execute(FROM_COPY)
         return int(cursor.rowcount)
+
+
+def _files(paths: list[str]) -> Iterator[Readable]:
+    for path in paths:
+        with open(path, "rb") as file:
+            yield file
+
+
+def _collected(worker: str, letters: DataFrame) -> Iterator[Readable]:
+    """The COPY text of `letters` (cached), collected in parts."""
+    from pyspark.sql import functions as F
+
+    from shared.parts import CopySource, collected_in_parts, in_part, one_ahead
+
+    hex_bytes = 2 * (F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0)))
+    total = letters.agg(F.sum(hex_bytes + LINE_OVERHEAD_BYTES)).first()
+    assert total is not None  # an aggregate: one row
+
+    def part_text(parts: int, part: int) -> str:
+        rows = letters.where(in_part(parts, part, "partition", "offset")).select(copy_line(worker).alias("line"))
+        return "\n".join(row.line for row in rows.collect())
+    if total[0]:
+        yield CopySource(one_ahead(collected_in_parts(total[0], PART_BYTES, part_text)))
 
 
 # The driver's side: a record the search skipped, read and kept by itself.

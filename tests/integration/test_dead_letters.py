@@ -172,11 +172,17 @@ def test_a_batch_read_again_after_its_offsets_were_reset_meets_its_letters_store
     assert letters(database_url) == stored, "each letter once, as first stored"
 
 
-def test_letters_copied_from_spark_keep_a_worker_name_that_copy_text_would_escape(spark, database_url):
+@pytest.mark.parametrize("master", ["local[2]", "spark://a-cluster:7077"])
+def test_letters_copied_from_spark_keep_a_worker_name_that_copy_text_would_escape(
+        spark, database_url, monkeypatch, master):
+    """Through files Spark writes (Spark in the driver's process), or
+    collected in parts (on a cluster; here 500 letters in four)."""
     from pyspark.sql import functions as F
 
     from shared.worker import dead_letter, kafka_records
 
+    monkeypatch.setattr(spark.sparkContext, "master", master)
+    monkeypatch.setattr(dead_letters, "PART_BYTES", 500 * dead_letters.LINE_OVERHEAD_BYTES // 3 + 1)
     worker = "odd\\name\twith\ntabs"
     records = kafka_records(spark, ["kept", "skipped"])
     frame = records.select(dead_letter(F.when(F.col("value") == F.lit(b"skipped"), F.lit("bad_key")))
@@ -187,7 +193,7 @@ def test_letters_copied_from_spark_keep_a_worker_name_that_copy_text_would_escap
         stored = dead_letters.store_frame(connection, worker, frame)
     engine.dispose()
     kept = letters(database_url)
-    assert stored == len(kept) > 0
+    assert stored == len(kept) == records.count() // 2
     assert {(row.worker, bytes(row.value)) for row in kept.values()} == {(worker, b"skipped")}
 
 
