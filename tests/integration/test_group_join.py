@@ -1,15 +1,20 @@
 """A copy's group member against a real broker: a join that finishes while
 no poll waits for it gives its partitions at the next poll
 (shared.worker.kafka_join), whether the member asked for it or new
-metadata did; the offsets it reads for a cold start's backlog; a commit
+metadata did; a first join waits for its topic's metadata; the offsets it reads for a cold start's backlog; a commit
 refused because the member was dropped from its group."""
 
+import contextlib
 import threading
 import time
 import uuid
+from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.admin import MemberToRemove
+from kafka.cluster import ClusterMetadata
+from kafka.errors import KafkaTimeoutError
+from kafka.future import Future
 
 from devstack.kafka_io import committed_offsets, produce
 from devstack.local_stack import wait_until
@@ -30,6 +35,32 @@ def test_a_join_that_finishes_between_two_polls_gives_its_partitions_at_the_next
     try:
         wait_until(lambda: poll_at_once(member), 30, "the partitions")
         assert member.partitions == (0, 1)
+        stabilized = [line for line in stack.broker.group_events(prefix) if "Stabilized group" in line]
+        assert len(stabilized) == 1, stabilized
+    finally:
+        member.close()
+
+
+def test_a_static_members_first_join_waits_for_its_topics_metadata_and_is_assigned_every_partition(
+        stack, prefix, monkeypatch):
+    """The topic's metadata is answered a second late here, far later than
+    a static member's join on a broker without the join hold (as a cold
+    worker's often was, its request held by the client's retry backoff).
+    Had the join not waited for it, its leader would assign no partition,
+    and a second join would follow."""
+    topic = prefix + "textlines"
+    refresh = ClusterMetadata._do_refresh_metadata
+
+    async def answered_late(cluster: ClusterMetadata, node_id: Any) -> None:
+        if topic in cluster._topics:
+            with contextlib.suppress(KafkaTimeoutError):  # a second on kafka-python's loop, not blocking it
+                await cluster._manager.wait_for(Future(), 1_000)
+        await refresh(cluster, node_id)
+    monkeypatch.setattr(ClusterMetadata, "_do_refresh_metadata", answered_late)
+    kafka = load({**stack.environment(prefix), "DYNO": "text_processor_worker.1"}).kafka
+    member = GroupMember(kafka, "text-processor", "textlines", threading.Event())
+    try:
+        assert member.wait_for_partitions() == (0, 1)
         stabilized = [line for line in stack.broker.group_events(prefix) if "Stabilized group" in line]
         assert len(stabilized) == 1, stabilized
     finally:
