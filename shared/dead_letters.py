@@ -237,11 +237,11 @@ def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
 
     With Spark in the driver's process (SPARK_MASTER local), Spark writes
     their COPY text into files, which are copied into Postgres: one job,
-    nothing cached, no letter through Python as a row, which costs more than
-    the job (docs/decisions/dead-letters.md). On a cluster the
-    files would be on the executors' disks: the letters are cached, counted,
-    and collected a part (PART_BYTES) at a time, so a flood of large values
-    never fills the driver."""
+    nothing cached, no letter through Python as a row, which costs more
+    than the job (docs/decisions/dead-letters.md). On a cluster the files
+    would be on the executors' disks: the letters are cached, and their
+    text collected a part (PART_BYTES) at a time, so a flood of large
+    values never fills the driver."""
     from pyspark.sql import functions as F
 
     # Made nondeterministic (it holds the task's partition id, always 0 or
@@ -254,7 +254,8 @@ def store_frame(connection: Connection, worker: str, letters: DataFrame) -> int:
         with tempfile.TemporaryDirectory(prefix="dead-letters-") as folder:
             chosen.select(copy_line(worker)).write.text(f"{folder}/text")
             return _copy(connection, lambda: _files(sorted(glob.glob(f"{folder}/text/part-*"))))
-    return _copy(connection, lambda: _collected(worker, chosen.persist()))
+    cached = chosen.persist()
+    return _copy(connection, lambda: _collected(worker, cached))
 
 
 def _copy(connection: Connection, texts: Callable[[], Iterable[Readable]]) -> int:

@@ -1,8 +1,9 @@
 """A copy's group member against a real broker: a join that finishes while
 no poll waits for it gives its partitions at the next poll
 (shared.worker.kafka_join), whether the member asked for it or new
-metadata did; a first join waits for its topic's metadata; the offsets it reads for a cold start's backlog; a commit
-refused because the member was dropped from its group."""
+metadata did; a first join waits for its topic's metadata; the offsets it
+reads for a cold start's backlog; a commit refused because the member was
+dropped from its group."""
 
 import contextlib
 import threading
