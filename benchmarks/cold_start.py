@@ -1,10 +1,11 @@
 """Each worker started cold on a backlog, as a deploy, a restart or a crash
 on a busy stream meets it: from the process's start, the seconds to its
 first committed progress and to the backlog drained, and the rates overall
-and after the first commit. Median of RUNS, each on fresh topics of 4
-partitions, one worker at a time on the 2 cores, on a broker that holds a
-new group's first join 3 s (as Kafka does), then on one that does not
-(reported as cold_start_no_hold).
+and after the first commit. Each is a static member of its group (DYNO
+set), as a dyno is. Median of RUNS, each on fresh topics of 4 partitions,
+one worker at a time on the 2 cores, on a broker that holds a new group's
+first join 3 s (as Kafka does), then on one that does not (reported as
+cold_start_no_hold).
 
 Backlogs (BENCH_COLD_SCALE multiplies them): 400,000 text lines of up to
 100 characters, 2,000,000 words, 800,000 log lines at 5 % failures.
@@ -78,8 +79,10 @@ def cold_run(stack, engine, folder: str, worker: Worker, count: int, records, pr
             return int(stored_offsets(engine, group) or 0)
         return sum(committed_offsets(stack, group, topic).values())
 
-    return timed_drain(lambda: MeasuredWorker(worker.module, {**stack.environment(prefix), **(environment or {})},
-                                              f"{folder}/{prefix}log"), progress, total)
+    # As on Heroku: DYNO names the Procfile's process and the copy.
+    dyno = {"DYNO": f"{worker.name.replace('-', '_')}_worker.1"}
+    env = {**stack.environment(prefix), **dyno, **(environment or {})}
+    return timed_drain(lambda: MeasuredWorker(worker.module, env, f"{folder}/{prefix}log"), progress, total)
 
 
 def backlog(stack, prefix: str, worker: Worker, records, count: int) -> tuple[str, int]:
