@@ -34,8 +34,9 @@ CASES: dict[str, Case] = {
     "startup": Case("each worker alone to its first batch stored, 1,000 records waiting, the broker's 3 s join hold",
                     4, "at most 6.6 s", (Headline("startup", "first_batch_s_median", "worker", "s", goal=6.6),),
                     quick=True),
-    "cold_start": Case("each worker cold on a backlog (400,000 lines, 2,000,000 words, 800,000 log lines; "
-                       "4 partitions; with the 3 s hold and without): to its first commit and to drained", 16,
+    "cold_start": Case("each worker cold, a static member, on a backlog (400,000 lines, 2,000,000 words, "
+                       "800,000 log lines; 4 partitions; with the 3 s hold and without): to its first commit and "
+                       "to drained", 16,
                        "first commit 6 s",
                        (Headline("cold_start", "first_commit_s_median", "worker", "s", goal=6),
                         Headline("cold_start", "per_s_median", "worker", "records/s"),
