@@ -108,8 +108,12 @@ class WorkerProcesses:
         """`python -m module` (with kafka-python's group lines kept), or
         `command` that runs it."""
         name = f"{module.rsplit('.', 1)[-1]}-{len(self.started)}"
-        worker = Worker(module, {**self.env, **extra_env}, self.folder / f"{name}.log", command,
-                        group_log_path=self.folder / f"{name}.kafka-group.log")
+        # Its temporary files (each query run's checkpoint) in the test's
+        # folder, not the machine's: kill_all leaves them behind.
+        temporary = self.folder / f"{name}.tmp"
+        temporary.mkdir()
+        worker = Worker(module, {**self.env, "TMPDIR": str(temporary), **extra_env}, self.folder / f"{name}.log",
+                        command, group_log_path=self.folder / f"{name}.kafka-group.log")
         self.started.append(worker)
         return worker
 
