@@ -37,7 +37,7 @@ tests/integration/test_group_join.py shows whether it does.
 from typing import Any
 
 from kafka.coordinator.base import BaseCoordinator
-from kafka.errors import RetriableError
+from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import MemberState
 from kafka.util import Timer
 
@@ -76,11 +76,12 @@ async def _subscribed_topics_metadata(self: Any, timeout_ms: int | None) -> bool
     if all(cluster.partitions_for_topic(topic) is not None for topic in self._subscription.subscription):
         return True
     update = self._update_before_join = getattr(self, "_update_before_join", None) or cluster.request_update()
-    if not update.is_done:
-        try:
-            await self._manager.wait_for(update, timeout_ms)
-        except RetriableError:  # the poll's timeout (the next poll waits on), or a failed update (it joins)
-            return False
+    try:
+        await self._manager.wait_for(update, timeout_ms)
+    except KafkaTimeoutError:
+        return False  # the poll's timeout: the next poll waits on the same update
+    except KafkaError:
+        pass  # a failed update (the topic unknown, or not authorized): the join goes as kafka-python's own would
     self._update_before_join = None
     return True
 
