@@ -70,8 +70,8 @@ async def _join_group_taking_a_finished_join(self: Any, timeout_ms: int | None =
 async def _subscribed_topics_metadata(self: Any, timeout_ms: int | None) -> bool:
     """Whether a join may go: every subscribed topic has metadata, or a
     metadata update asked for since has come in (a topic it does not hold
-    does not exist yet). Waits at most `timeout_ms` for that update, which
-    a poll that times out leaves for the next."""
+    does not exist yet) or failed. Waits at most `timeout_ms` for that
+    update, which a poll that times out leaves for the next."""
     cluster = self._cluster
     if all(cluster.partitions_for_topic(topic) is not None for topic in self._subscription.subscription):
         return True
