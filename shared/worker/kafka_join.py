@@ -37,7 +37,7 @@ tests/integration/test_group_join.py shows whether it does.
 from typing import Any
 
 from kafka.coordinator.base import BaseCoordinator
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaError
 from kafka.structs import MemberState
 from kafka.util import Timer
 
@@ -74,14 +74,17 @@ async def _subscribed_topics_metadata(self: Any, timeout_ms: int | None) -> bool
     update, which a poll that times out leaves for the next."""
     cluster = self._cluster
     if all(cluster.partitions_for_topic(topic) is not None for topic in self._subscription.subscription):
+        self._update_before_join = None
         return True
     update = self._update_before_join = getattr(self, "_update_before_join", None) or cluster.request_update()
     try:
         await self._manager.wait_for(update, timeout_ms)
-    except KafkaTimeoutError:
-        return False  # the poll's timeout: the next poll waits on the same update
     except KafkaError:
-        pass  # a failed update (the topic unknown, or not authorized): the join goes as kafka-python's own would
+        # Only the poll's own timeout leaves the update running: the next
+        # poll waits on. An update that failed (it timed out, or the topic
+        # is not authorized) lets the join go, as kafka-python's own would.
+        if not update.is_done:
+            return False
     self._update_before_join = None
     return True
 

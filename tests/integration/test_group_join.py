@@ -68,6 +68,36 @@ def test_a_static_members_first_join_waits_for_its_topics_metadata_and_is_assign
         member.close()
 
 
+def test_a_first_join_waiting_for_its_topics_metadata_goes_when_the_update_times_out(stack, prefix, monkeypatch):
+    """Every metadata request that names the topic times out here, as
+    kafka-python fails one (the update's future with a KafkaTimeoutError)
+    while the first join waits for that update: the join goes, as
+    kafka-python's own would, and the group forms. Mistaken for the poll's
+    own timeout, the failed update was waited on again at every poll."""
+    topic = prefix + "textlines"
+    refresh = ClusterMetadata._do_refresh_metadata
+    failed = []
+
+    async def timing_out(cluster: ClusterMetadata, node_id: Any) -> None:
+        if topic in cluster._topics:
+            failed.append(KafkaTimeoutError("Request timed out"))
+            cluster.failed_update(failed[-1])
+            raise failed[-1]
+        await refresh(cluster, node_id)
+    monkeypatch.setattr(ClusterMetadata, "_do_refresh_metadata", timing_out)
+    kafka = load({**stack.environment(prefix), "DYNO": "text_processor_worker.1"}).kafka
+    member = GroupMember(kafka, "text-processor", "textlines", threading.Event())
+
+    def group_formed() -> bool:
+        member.poll(0.1)
+        return any("Stabilized group" in line for line in stack.broker.group_events(prefix))
+    try:
+        wait_until(group_formed, 30, "the group formed")
+        assert failed
+    finally:
+        member.close()
+
+
 def test_a_rejoin_for_new_metadata_that_finishes_between_two_polls_gives_its_partitions(stack):
     prefix = f"t{uuid.uuid4().hex[:8]}."  # its topic is created below, after the first join
     member = GroupMember(load(stack.environment(prefix)).kafka, "text-processor", "textlines", threading.Event())
