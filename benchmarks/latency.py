@@ -18,7 +18,9 @@ of one core): the three share the cores, so what one takes another waits for.
 
 On a plaintext broker and on Heroku's kind (TLS with client certificates,
 prefix ACLs: reports named `..._tls`), one after the other
-(BENCH_LATENCY_BROKERS).
+(BENCH_LATENCY_BROKERS). With BENCH_LATENCY_CPUS (a number of cores, such
+as 1.4) everything the case starts shares that many cores, a slow hour on
+demand (benchmarks.cpu_limit: reports named `..._slow`).
 """
 
 import os
@@ -26,6 +28,7 @@ import tempfile
 import time
 
 from benchmarks import aggregator, anomaly_detector
+from benchmarks.cpu_limit import cpus_limited
 from benchmarks.harness import formation, local_stack, migrated_engine, percentile, report
 from devstack.local_stack import wait_until
 from devstack.processes import Worker
@@ -34,15 +37,17 @@ RATE = os.environ.get("BENCH_LATENCY_RATE", "1000")
 SETTLE_S = float(os.environ.get("BENCH_LATENCY_SETTLE_S", "300"))
 PREFIX = anomaly_detector.PREFIX  # its probes' topics
 BROKERS = os.environ.get("BENCH_LATENCY_BROKERS", "plaintext,tls").split(",")
+CPUS = float(os.environ["BENCH_LATENCY_CPUS"]) if os.environ.get("BENCH_LATENCY_CPUS") else None
 
 
 def main() -> None:
-    for broker in BROKERS:
-        measure(tls=broker == "tls")
+    with cpus_limited(CPUS):
+        for broker in BROKERS:
+            measure(tls=broker == "tls")
 
 
 def measure(tls: bool) -> None:
-    named = "_tls" if tls else ""
+    named = ("_tls" if tls else "") + ("_slow" if CPUS else "")
     with local_stack(heroku_like=tls) as stack, tempfile.TemporaryDirectory() as folder:
         stack.broker.create_topics(PREFIX, partitions=2)
         engine = migrated_engine(stack)
