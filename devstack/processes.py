@@ -1,6 +1,7 @@
 """Worker processes as tests, benchmarks and `make run` start them, with
 their key=value log lines; a benchmark's also sampled for RSS."""
 
+import contextlib
 import os
 import shlex
 import signal
@@ -80,7 +81,7 @@ class Worker:
         (Hadoop running chmod on checkpoint files): they share its address
         space (posix_spawn uses CLONE_VM) and would count it twice."""
         root = psutil.Process(self.process.pid)
-        return [p for p in (root, *root.children(recursive=True)) if p.name() in ("python", "java")]
+        return [p for p in (root, *root.children(recursive=True)) if _named(p, ("python", "java"))]
 
     def cpu_seconds(self) -> float:
         """User and system seconds of Python and its JVM so far."""
@@ -124,8 +125,22 @@ class WorkerProcesses:
                 worker.wait(30)
 
 
+# A spawn helper keeps its JVM's name until it runs its program, and may end
+# between being listed and being read: it is left out, never an error (one
+# ended a latency run on a busy hour).
+def _named(process: psutil.Process, names: tuple[str, ...]) -> bool:
+    try:
+        return process.name() in names
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _cpu_seconds(processes: list[psutil.Process]) -> float:
-    return sum(sum(p.cpu_times()[:2]) for p in processes)
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += sum(process.cpu_times()[:2])
+    return total
 
 
 class MeasuredWorker(Worker):
