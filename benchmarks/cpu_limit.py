@@ -4,10 +4,9 @@ cgroup v1's cpu.cfs_quota_us, or v2's cpu.max), as a host whose cores are
 slower, or busy with other tenants, holds a dyno. The broker, Postgres, the
 workers and their load all share the quota, as they share the 2 cores.
 
-The machine's quick and slow hours come and go; one held to 1.4 of its 2
-cores ran the workers' steady batches as long as its slowest hour did
-(docs/decisions/slow-hour.md). Needs a cgroup filesystem this user may
-write (root may, here)."""
+The machine's quick and slow hours come and go; 1.4 of its 2 cores stands
+for a slow one (docs/decisions/slow-hour.md). Needs a cgroup filesystem
+this user may write (root can, on this machine)."""
 
 import os
 from collections.abc import Iterator
