@@ -51,9 +51,13 @@ def _new_group(cores: float) -> tuple[Path, Path]:
     group = root / name
     try:
         group.mkdir()
-        (group / setting).write_text(value)
     except OSError as error:
         raise SystemExit(f"a CPU limit needs a cgroup this user may write: {error.strerror} ({group})") from None
+    try:
+        (group / setting).write_text(value)
+    except OSError as error:
+        group.rmdir()  # empty: nothing was moved into it yet
+        raise SystemExit(f"a CPU limit could not be set: {error.strerror} ({group / setting})") from None
     return group, root / _own_path(v1_controller=root == v1)
 
 

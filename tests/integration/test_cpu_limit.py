@@ -3,6 +3,7 @@ real cgroups: what the case starts runs in a group of its own whose quota
 the kernel enforces, and the case leaves no group behind. The limit is
 taken in a child Python, so that pytest's own process never moves."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,13 @@ def test_what_a_limited_case_starts_shares_a_quota_the_kernel_enforces():
 def test_a_limit_that_is_no_number_of_cores_stops_the_case():
     with pytest.raises(SystemExit, match="positive number of cores"), cpus_limited(0):
         pass
+
+
+def test_a_quota_the_kernel_refuses_stops_the_case_and_leaves_no_group():
+    # Below the kernel's least quota (1 ms a period): refused once the group exists.
+    with pytest.raises(SystemExit) as stopped, cpus_limited(0.001):
+        pass
+    assert not any(Path(root, f"bench-{os.getpid()}").exists() for root in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup"))
+    if "may write" in str(stopped.value):
+        pytest.skip(str(stopped.value))
+    assert "could not be set" in str(stopped.value)
