@@ -60,8 +60,9 @@ def foreach_batch(progress: PostgresProgress, batch_size: BatchSize, run: QueryR
             return
         try:
             batch.sparkSession.catalog.clearCache()
-            batch, observation = observed(batch)
-            summary = summarize(batch, sum(end - first for first, end in ranges.values()))
+            records = sum(end - first for first, end in ranges.values())
+            batch, observation = observed(batch) if batch_size.to_measure(records) else (batch, None)
+            summary = summarize(batch, records)
             letters = sink.dead_letters(batch, summary)
             storing = time.monotonic()
 

@@ -197,9 +197,10 @@ def test_batches_are_bounded_by_the_bytes_of_their_words_as_well_as_by_records(
     measured, bounded = events[shrunk + 1], events[shrunk + 2:grown]
     assert int(measured["bytes_in"]) > budget
     # The long words left after it (a batch before it may have read a few of them) came in batches cut
-    # to the budget: at least two of them well filled.
-    assert sum(int(batch["bytes_in"]) > budget // 2 for batch in bounded) >= 2
-    assert all(int(batch["bytes_in"]) <= budget and int(batch["rows_in"]) <= fitting for batch in bounded)
+    # to the budget: at least two of them well filled. (A batch under half the size is measured, and
+    # has its bytes_in, only now and then.)
+    assert sum(int(batch.get("bytes_in", 0)) > budget // 2 for batch in bounded) >= 2
+    assert all(int(batch.get("bytes_in", 0)) <= budget and int(batch["rows_in"]) <= fitting for batch in bounded)
     assert "Traceback" not in worker.output()
 
 

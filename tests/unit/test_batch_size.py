@@ -1,10 +1,12 @@
 """How the foreachBatch workers size their micro-batches (shared.worker.batch_size)."""
 
+import time
+
 from services.aggregator.topology import MAX_COPY_LINE_BYTES
 from services.aggregator.worker import AGGREGATOR, COPY_PART_BYTES
 from services.workers import WORKERS
 from shared.levers.small_first_batch import COLD_FRACTION, COLD_LEAST_RECORDS, cold_batch
-from shared.worker.batch_size import BatchSize
+from shared.worker.batch_size import SMALL_MEASURED_EVERY_S, BatchSize
 
 
 def test_a_batch_over_the_budget_makes_the_next_ones_fit_it():
@@ -77,3 +79,14 @@ def test_the_aggregators_cold_first_batch_is_grouped_and_collected_by_one_spark_
     whole: a second job is a cold JVM's first of its kind."""
     first = cold_batch(AGGREGATOR.batch_records, big_backlog)
     assert first is not None and first.records * MAX_COPY_LINE_BYTES <= COPY_PART_BYTES
+
+
+def test_a_batch_that_could_make_the_size_grow_is_always_measured_a_smaller_one_now_and_then():
+    size = BatchSize(most_records=2_000_000, budget_bytes=1_000_000)
+    size.records = 500_000
+    assert size.to_measure(10) is True  # none measured yet
+    size.measured(records=10, size=100)
+    now = time.monotonic()
+    assert size.to_measure(250_000, now) is True  # half full: it could grow
+    assert size.to_measure(249_999, now) is False
+    assert size.to_measure(249_999, now + SMALL_MEASURED_EVERY_S) is True  # grown long since, it could be over
