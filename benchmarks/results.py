@@ -114,8 +114,9 @@ def read(path: Path | None = None) -> list[Result]:
 
 
 def run_seconds(kept: list[Result]) -> dict[str, float]:
-    """Each case's seconds, as its last kept run took them."""
-    return {result.case: result.run_s for result in kept if result.run_s is not None}
+    """Each case's seconds, as its last kept run took them with no knobs:
+    one with knobs (a broker or a slow hour alone) ran a part of it."""
+    return {result.case: result.run_s for result in kept if result.run_s is not None and not result.env}
 
 
 def parsed(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:

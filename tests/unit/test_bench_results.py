@@ -24,6 +24,13 @@ def test_a_report_line_is_kept_with_its_commit_time_and_the_hours_gauge(tmp_path
     assert figures.env == run.env == {"BENCH_RUNS": "3", "LEVERS_OFF": "phase"}  # the knobs it ran with
 
 
+def test_a_case_runs_for_what_its_last_run_without_knobs_took():
+    whole = results.Result("latency", "a", "2026-12-06T13:35:00Z", 0.05, run_s=835.8)
+    part = results.Result("latency", "b", "2026-12-06T16:28:00Z", 0.05, run_s=452.7,
+                          env={"BENCH_LATENCY_BROKERS": "tls", "BENCH_LATENCY_CPUS": "1.4"})
+    assert results.run_seconds([whole, part]) == {"latency": 835.8}
+
+
 def test_bench_lines_run_before_the_file_was_kept_parse_as_figures():
     line = "new 20:41 bench=restart fault=sigkill member=static runs=3 seconds_median=3.972 seconds_max=4.063"
     assert list(results.parsed(["WARNING: noise", line])) == [
