@@ -37,12 +37,11 @@ class BatchSize:
         self.budget_bytes = budget_bytes
         self.measured_at: float | None = None  # monotonic, of the last batch measured
 
-    def to_measure(self, records: int, now: float | None = None) -> bool:
+    def to_measure(self, records: int) -> bool:
         """Whether a batch of at most `records` records is to be measured: one
         that could make the size grow, or the first in SMALL_MEASURED_EVERY_S."""
-        now = time.monotonic() if now is None else now
         return (2 * records >= self.records or self.measured_at is None
-                or now - self.measured_at >= SMALL_MEASURED_EVERY_S)
+                or time.monotonic() - self.measured_at >= SMALL_MEASURED_EVERY_S)
 
     def measured(self, records: int, size: int) -> bool:
         """A batch of `records` held `size` bytes of keys and values; whether
